@@ -1,0 +1,34 @@
+# skxclust developer entry points. Every target installs what it needs into ./.venv.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.skxclust-installed
+PYTEST_ARGS ?= -q
+
+.PHONY: install demo test lint bench clean
+
+install: $(STAMP)
+
+# torch==2.13.0 (a CPU build) only when torch is absent; zennit without its torchvision
+# requirement (which would pull a CUDA torch), its other dependencies come with [test].
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
+	$(PY) -m pip install -e ".[test,bench]"
+	$(PY) -m pip show zennit >/dev/null 2>&1 || $(PY) -m pip install --no-deps zennit
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py --output demo_output
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check skxclust tests benchmarks examples
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_explainable.py
+
+clean:
+	rm -rf $(VENV) demo_output build *.egg-info

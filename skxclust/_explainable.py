@@ -1,0 +1,262 @@
+"""ExplainableKMeans: k-means whose assignments explain themselves (NEON)."""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+import torch
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import BaseTorchKMeans, EuclideanGeometry
+from ._validation import check_beta, check_target, resolve_device
+from .nn.lrp import neon_relevance
+from .nn.neuralized import (
+    PairwiseSquaredDistance,
+    SoftKMeans,
+    cluster_evidence,
+    neuralized_head,
+)
+
+__all__ = ["ExplainableKMeans"]
+
+
+class ExplainableKMeans(BaseTorchKMeans):
+    r"""K-means on a PyTorch backend whose assignments are explained exactly (NEON).
+
+    The assignment is rewritten as a small neural network ("neuralization"): the evidence
+    for cluster ``c`` is
+
+    .. math::  f_c(x) = \min_{k\ne c}\; \lVert x-\mu_k\rVert^2 - \lVert x-\mu_c\rVert^2
+               = \min_{k\ne c}\; w_{ck}^\top x + b_{ck},
+
+    with :math:`w_{ck} = 2(\mu_c-\mu_k)`, :math:`b_{ck} = \lVert\mu_k\rVert^2 -
+    \lVert\mu_c\rVert^2`. ``argmax_c f_c(x)`` is the k-means label and ``f_c > 0`` for the
+    assigned cluster. :meth:`explain` splits ``f_c(x)`` over the input features by
+    layer-wise relevance propagation (soft-min over competitors, then the midpoint rule);
+    the relevances of a sample sum to ``f_c(x)`` exactly.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters.
+    init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
+            default="k-means++"
+        Seeding method, or initial centroids (then a single init is run).
+    n_init : "auto" or int, default="auto"
+        Number of seedings; the run with the lowest inertia is kept. "auto" is 1 for
+        k-means++ and 10 otherwise (as in scikit-learn).
+    max_iter : int, default=300
+        Maximum number of Lloyd iterations per init.
+    tol : float, default=1e-4
+        Relative tolerance on the centroid shift (scaled by the mean feature variance,
+        as in scikit-learn).
+    beta : "auto" or float, default="auto"
+        Soft-min stiffness used by :meth:`explain` to share the evidence between
+        competing clusters: 0 spreads it evenly, ``inf`` gives it all to the nearest
+        competitor. "auto" uses ``1 / mean f_c(x)`` over the training data (scale free).
+    temperature : float, default=1.0
+        Temperature ``T > 0`` of :meth:`predict_proba`, ``softmax(-||x-mu||^2 / 2T)``.
+        Distances scale with the data, so choose ``T`` on that scale; ``T -> 0`` gives the
+        hard labels.
+    batch_size : int, default=4096
+        Rows processed at once by every method; bounds memory.
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
+        Where the computation runs; "auto" uses CUDA when available.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation (through a local ``torch.Generator``).
+    verbose : int, default=0
+        Print progress per Lloyd iteration when > 0.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+    labels_ : ndarray of shape (n_samples,)
+    inertia_ : float
+        Weighted sum of squared distances of samples to their centroid.
+    n_iter_ : int
+        Lloyd iterations of the kept run.
+    beta_ : float
+        The resolved soft-min stiffness used by :meth:`explain`.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X has string feature names.
+
+    See Also
+    --------
+    sklearn.cluster.KMeans : the reference implementation of the same objective.
+    SpatialTransformerKMeans : deformation-invariant k-means for images and signals.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skxclust import ExplainableKMeans
+    >>> X = np.array([[0., 0.], [0., 1.], [5., 5.], [5., 6.]])
+    >>> km = ExplainableKMeans(n_clusters=2, random_state=0).fit(X)
+    >>> R = km.explain(X)
+    >>> bool(np.allclose(R.sum(axis=1), km.decision_function(X).max(axis=1)))
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **BaseTorchKMeans._parameter_constraints,
+        "beta": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        init="k-means++",
+        n_init="auto",
+        max_iter=300,
+        tol=1e-4,
+        beta="auto",
+        temperature=1.0,
+        batch_size=4096,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.beta = beta
+        self.temperature = temperature
+        self.batch_size = batch_size
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _make_geometry(self, n_features: int) -> EuclideanGeometry:
+        return EuclideanGeometry(self.batch_size)
+
+    def _after_fit(self, X, labels, centers) -> None:
+        if self.beta != "auto":
+            self.beta_ = float(self.beta)
+            return
+        d = EuclideanGeometry(self.batch_size).pairwise(X, centers)
+        f = cluster_evidence(d).gather(1, labels[:, None])
+        mean_f = float(f.mean()) if centers.shape[0] > 1 else float("inf")
+        self.beta_ = 1.0 / mean_f if mean_f > 0 else float("inf")
+
+    def decision_function(self, X):
+        """Cluster evidence ``f_c(x) = min_{k != c} ||x-mu_k||^2 - ||x-mu_c||^2``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_clusters)
+            ``argmax`` along axis 1 equals :meth:`predict`; the assigned cluster's value is
+            positive (ties aside). With a single cluster every entry is ``+inf``.
+        """
+        Xt, centers, geometry = self._prepare(X)
+        return cluster_evidence(geometry.pairwise(Xt, centers)).cpu().numpy()
+
+    def predict_proba(self, X):
+        """Soft assignments ``softmax_k(-||x - mu_k||^2 / (2 T))``, T = ``temperature``.
+
+        This is the linear layer + softmax of :class:`skxclust.nn.SoftKMeans`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_clusters)
+            Rows sum to one; as ``T -> 0`` they tend to the one-hot hard labels.
+        """
+        Xt, centers, geometry = self._prepare(X)
+        d = geometry.pairwise(Xt, centers)
+        return torch.softmax(-d / (2.0 * self.temperature), dim=1).cpu().numpy()
+
+    def explain(self, X, target=None, beta=None):
+        """Relevance of every input feature for a cluster assignment (NEON / LRP).
+
+        For each row, the evidence ``f_c(x)`` is first split over the competitors ``k`` by
+        a soft-min, ``R_k = softmin_k(beta * h_ck) f_c``, then each ``R_k`` is propagated
+        onto the features by the midpoint rule ``R_i = sum_k R_k (x_i - m_cki) w_cki / h_ck``
+        with ``m_ck = (mu_c + mu_k) / 2``. The relevances of a row sum to ``f_c(x)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        target : None, int or array-like of shape (n_samples,), default=None
+            Cluster to explain: the assigned one (None), one for all rows, or one per row.
+        beta : float, default=None
+            Soft-min stiffness in ``[0, inf]``; None uses the fitted ``beta_``.
+
+        Returns
+        -------
+        relevance : ndarray of shape (n_samples, n_features)
+            Same dtype as X. Positive values speak for cluster ``target``, negative
+            values against it.
+        """
+        Xt, centers, geometry = self._prepare(X)
+        if self.n_clusters < 2:
+            raise ValueError(
+                f"explain needs n_clusters >= 2 (there is no competitor to explain "
+                f"against); got n_clusters={self.n_clusters}."
+            )
+        beta = self.beta_ if beta is None else check_beta(beta)
+        if target is None:
+            labels = geometry.assign(Xt, centers).labels.cpu().numpy()
+        else:
+            labels = None
+        tgt = check_target(target, Xt.shape[0], centers.shape[0], labels)
+        tgt = torch.from_numpy(tgt).to(Xt.device)
+        out = torch.empty_like(Xt)
+        for i in range(0, Xt.shape[0], self.batch_size):
+            sl = slice(i, i + self.batch_size)
+            out[sl] = neon_relevance(Xt[sl], centers, tgt[sl], beta)[0]
+        return out.cpu().numpy()
+
+    def as_module(self, kind="neuralized", beta=None):
+        """The fitted model as a ``torch.nn.Module`` (for zennit, captum, deep pipelines).
+
+        Parameters
+        ----------
+        kind : {"neuralized", "soft", "distance"}, default="neuralized"
+            - "neuralized": :class:`~skxclust.nn.NeuralizedKMeans` (weights ``(K, K-1, D)``)
+              followed by a min-pool, mapping ``(N, D)`` to the evidence ``f`` ``(N, K)``,
+              equal to :meth:`decision_function`.
+            - "soft": :class:`~skxclust.nn.SoftKMeans`, linear layer ``W = mu/T``,
+              ``b = -||mu||^2/2T`` and softmax, equal to :meth:`predict_proba`.
+            - "distance": :class:`~skxclust.nn.PairwiseSquaredDistance`, squared distances.
+        beta : float, default=None
+            Only for "neuralized": None for the exact hard min-pool, a positive value for
+            the smooth :class:`~skxclust.nn.LogMeanExpPool` (continuous gradients).
+
+        Returns
+        -------
+        torch.nn.Module
+            On the estimator's device, in the dtype of ``cluster_centers_``.
+        """
+        check_is_fitted(self)
+        if kind not in ("neuralized", "soft", "distance"):
+            raise ValueError(
+                f"kind must be 'neuralized', 'soft' or 'distance', got {kind!r}."
+            )
+        device = resolve_device(self.device)
+        centers = torch.as_tensor(np.array(self.cluster_centers_), device=device)
+        if kind == "distance":
+            return PairwiseSquaredDistance(centers)
+        if kind == "soft":
+            return SoftKMeans(centers, self.temperature)
+        if self.n_clusters < 2:
+            raise ValueError(
+                f"kind='neuralized' needs n_clusters >= 2, got n_clusters={self.n_clusters}."
+            )
+        if beta is not None:
+            beta = check_beta(beta)
+            if beta == 0:
+                raise ValueError("beta must be > 0 for the LogMeanExp pool, got 0.")
+        return neuralized_head(centers, beta)

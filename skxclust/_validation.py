@@ -1,0 +1,175 @@
+"""Device, dtype and input-validation helpers shared by every estimator.
+
+Everything that turns user input (numpy arrays, lists, DataFrames, parameter values)
+into validated torch tensors lives here, so that the estimators stay thin and every
+refusal uses the same wording.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+
+__all__ = [
+    "resolve_device",
+    "to_tensor",
+    "make_generators",
+    "check_target",
+    "check_beta",
+    "check_sample_weight",
+]
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """Turn the ``device`` parameter into a :class:`torch.device`.
+
+    Parameters
+    ----------
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
+        ``"auto"`` picks CUDA when it is available, else the CPU.
+
+    Returns
+    -------
+    torch.device
+
+    Raises
+    ------
+    ValueError
+        If the string is not a device name, or CUDA is asked for but unavailable.
+    """
+    if isinstance(device, torch.device):
+        dev = device
+    elif isinstance(device, str):
+        if device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, ValueError) as exc:
+            raise ValueError(
+                f"device={device!r} is not a valid device; use 'auto', 'cpu', "
+                "'cuda' or 'cuda:N'."
+            ) from exc
+    else:
+        raise TypeError(
+            f"device must be a string or torch.device, got {type(device).__name__} "
+            f"({device!r})."
+        )
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"device={str(device)!r} is not supported; use 'auto', 'cpu' or 'cuda'."
+        )
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device={str(device)!r} was requested but CUDA is not available "
+                "on this machine; use device='auto' or 'cpu'."
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device={str(device)!r} does not exist: only "
+                f"{torch.cuda.device_count()} CUDA device(s) are visible."
+            )
+    return dev
+
+
+def to_tensor(X: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Copy a validated float array into a contiguous tensor on ``device``.
+
+    The copy makes read-only and memory-mapped inputs safe and guarantees that the
+    caller's array is never modified.
+    """
+    arr = np.array(X, copy=True, order="C")
+    return torch.from_numpy(arr).to(device)
+
+
+def make_generators(random_state, n: int) -> list[torch.Generator]:
+    """Derive ``n`` independent CPU :class:`torch.Generator` from ``random_state``.
+
+    A local generator is used so that the global torch seed is never touched.
+    CPU generators are used on every device: random numbers are drawn on the CPU and
+    moved, which keeps results identical between CPU and CUDA runs.
+    """
+    rng = check_random_state(random_state)
+    seeds = rng.randint(np.iinfo(np.int32).max, size=n)
+    gens = []
+    for seed in seeds:
+        g = torch.Generator(device="cpu")
+        g.manual_seed(int(seed))
+        gens.append(g)
+    return gens
+
+
+def check_sample_weight(sample_weight, n_samples: int, dtype) -> np.ndarray:
+    """Validate ``sample_weight``: 1-D, length ``n_samples``, finite, >= 0, not all 0."""
+    if sample_weight is None:
+        return np.ones(n_samples, dtype=dtype)
+    if isinstance(sample_weight, numbers.Number):
+        sw = np.full(n_samples, sample_weight, dtype=dtype)
+    else:
+        sw = np.asarray(sample_weight)
+        if sw.dtype.kind not in "biuf":
+            raise ValueError(
+                f"sample_weight must be numeric, got an array of dtype {sw.dtype}."
+            )
+        sw = sw.astype(dtype)
+        if sw.ndim != 1 or sw.shape[0] != n_samples:
+            raise ValueError(
+                f"sample_weight.shape == {sw.shape}, expected ({n_samples},)."
+            )
+    if not np.all(np.isfinite(sw)):
+        raise ValueError("sample_weight contains NaN or infinity.")
+    if np.any(sw < 0):
+        raise ValueError("sample_weight must be non-negative; got negative values.")
+    if not np.any(sw > 0):
+        raise ValueError("sample_weight must not be all zero.")
+    return sw
+
+
+def check_target(target, n_samples: int, n_clusters: int, default: np.ndarray) -> np.ndarray:
+    """Resolve the ``target`` argument of ``explain`` to one cluster index per row.
+
+    Parameters
+    ----------
+    target : None, int or array-like of shape (n_samples,)
+        None means the assigned cluster (``default``).
+    n_samples, n_clusters : int
+    default : ndarray of shape (n_samples,)
+        The assigned labels, used when ``target`` is None.
+    """
+    if target is None:
+        return np.asarray(default, dtype=np.int64)
+    if isinstance(target, (numbers.Integral, np.integer)) and not isinstance(target, bool):
+        t = np.full(n_samples, int(target), dtype=np.int64)
+    else:
+        arr = np.asarray(target)
+        if arr.ndim != 1 or arr.shape[0] != n_samples:
+            raise ValueError(
+                f"target must be None, an int or one int per row; got shape "
+                f"{arr.shape} for {n_samples} rows."
+            )
+        if arr.dtype.kind not in "iu":
+            if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+                arr = arr.astype(np.int64)
+            else:
+                raise TypeError(f"target must contain integers, got dtype {arr.dtype}.")
+        t = arr.astype(np.int64)
+    bad = (t < 0) | (t >= n_clusters)
+    if np.any(bad):
+        raise ValueError(
+            f"target={t[bad][0]} is out of range: it must be in [0, {n_clusters - 1}] "
+            f"(n_clusters={n_clusters})."
+        )
+    return t
+
+
+def check_beta(beta, name: str = "beta") -> float:
+    """Validate a soft-min stiffness: a real number in ``[0, inf]``."""
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+        raise TypeError(f"{name} must be a non-negative number, got {beta!r}.")
+    beta = float(beta)
+    if np.isnan(beta) or beta < 0:
+        raise ValueError(f"{name} must be >= 0 (0 spreads evenly, inf = hard min); got {beta!r}.")
+    return beta
