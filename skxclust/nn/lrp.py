@@ -60,7 +60,7 @@ def softmin_redistribution(
         weights = torch.zeros_like(h)
         weights.scatter_(1, h_comp.argmin(dim=1, keepdim=True), 1.0)
     else:
-        weights = torch.softmax(-beta * h_comp, dim=1)
+        weights = torch.softmax((-beta * h).masked_fill(mask, -math.inf), dim=1)
     return weights * f[:, None], f
 
 

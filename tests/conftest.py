@@ -1,0 +1,45 @@
+"""Shared test helpers."""
+
+import importlib
+import importlib.util
+import sys
+import types
+
+import pytest
+import torch
+
+
+def import_zennit():
+    """Import zennit, or skip.
+
+    zennit imports torchvision unconditionally (only for its torchvision-model
+    canonizers, which these tests do not use). Installing torchvision would pull a
+    CUDA build of torch, so when torchvision is absent a minimal stand-in for the two
+    classes zennit references is registered for the duration of the import only.
+    """
+    if importlib.util.find_spec("zennit") is None:
+        pytest.skip("zennit not installed")
+    if "zennit" in sys.modules:
+        return sys.modules["zennit"]
+    try:
+        importlib.import_module("torchvision")
+        return importlib.import_module("zennit")
+    except ImportError:
+        pass
+    resnet = types.ModuleType("torchvision.models.resnet")
+    resnet.Bottleneck = type("Bottleneck", (torch.nn.Module,), {})
+    resnet.BasicBlock = type("BasicBlock", (torch.nn.Module,), {})
+    models = types.ModuleType("torchvision.models")
+    models.resnet = resnet
+    stub = types.ModuleType("torchvision")
+    stub.models = models
+    names = ["torchvision", "torchvision.models", "torchvision.models.resnet"]
+    sys.modules.update(dict(zip(names, [stub, models, resnet])))
+    try:
+        return importlib.import_module("zennit")
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)
+
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -1,0 +1,169 @@
+"""The pure-torch layers and rules of skxclust.nn, alone and with zennit / captum."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import import_zennit
+
+from skxclust import ExplainableKMeans
+from skxclust.nn import (
+    LogMeanExpPool,
+    NeuralizedKMeans,
+    NeuralizingCanonizer,
+    PairwiseSquaredDistance,
+    SoftKMeans,
+    cluster_evidence,
+    competitor_index,
+    neon_relevance,
+    neuralize,
+    neuralized_head,
+    softmin_redistribution,
+    squared_distances,
+)
+
+GEN = torch.Generator().manual_seed(0)
+CENTERS = torch.randn(4, 5, generator=GEN, dtype=torch.float64)
+X = torch.randn(30, 5, generator=GEN, dtype=torch.float64) * 2
+
+
+def test_competitor_index_lists_every_other_cluster():
+    idx = competitor_index(4)
+    assert idx.tolist() == [[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]]
+
+
+def test_neuralized_layer_computes_distance_differences():
+    h = NeuralizedKMeans(*neuralize(CENTERS))(X)  # (N, K, K-1)
+    d = squared_distances(X, CENTERS)
+    comp = competitor_index(4)
+    expected = d[:, comp] - d[:, :, None]
+    torch.testing.assert_close(h, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_neuralized_head_equals_cluster_evidence_and_argmax_is_nearest_centroid():
+    f = neuralized_head(CENTERS)(X)
+    d = squared_distances(X, CENTERS)
+    torch.testing.assert_close(f, cluster_evidence(d), rtol=1e-10, atol=1e-10)
+    assert torch.equal(f.argmax(1), d.argmin(1))
+
+
+def test_cluster_evidence_with_one_cluster_is_infinite():
+    assert torch.isinf(cluster_evidence(torch.ones(3, 1, dtype=torch.float64))).all()
+
+
+def test_neuralize_refuses_a_single_centroid():
+    with pytest.raises(ValueError, match="at least 2"):
+        neuralize(CENTERS[:1])
+
+
+def test_soft_kmeans_is_softmax_of_negative_half_distances():
+    T = 0.7
+    p = SoftKMeans(CENTERS, temperature=T)(X)
+    expected = torch.softmax(-squared_distances(X, CENTERS) / (2 * T), dim=1)
+    torch.testing.assert_close(p, expected, rtol=1e-9, atol=1e-12)
+    assert torch.allclose(SoftKMeans(CENTERS).linear.weight, CENTERS)
+
+
+def test_log_mean_exp_gradient_is_the_softmin_weighting():
+    beta = 0.8
+    h = torch.randn(6, 4, 3, generator=GEN, dtype=torch.float64, requires_grad=True)
+    LogMeanExpPool(beta)(h).sum().backward()
+    expected = torch.softmax(-beta * h.detach(), dim=-1)
+    torch.testing.assert_close(h.grad, expected)
+
+
+def test_softmin_redistribution_conserves_and_ignores_target():
+    h = torch.randn(8, 4, generator=GEN, dtype=torch.float64)
+    target = torch.arange(8) % 4
+    R, f = softmin_redistribution(h, target, beta=2.0)
+    torch.testing.assert_close(R.sum(1), f)
+    assert torch.all(R[torch.arange(8), target] == 0)
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, float("inf")])
+def test_neon_with_per_sample_centroids_equals_shared_centroids(beta):
+    target = torch.arange(30) % 4
+    shared, f1 = neon_relevance(X, CENTERS, target, beta)
+    per_sample, f2 = neon_relevance(X, CENTERS.expand(30, -1, -1), target, beta)
+    torch.testing.assert_close(shared, per_sample)
+    torch.testing.assert_close(f1, f2)
+    torch.testing.assert_close(shared.sum(1), f1, rtol=1e-10, atol=1e-10)
+
+
+def test_distance_layer_gives_squared_distances():
+    torch.testing.assert_close(PairwiseSquaredDistance(CENTERS)(X), squared_distances(X, CENTERS))
+
+
+def test_canonizer_swaps_distance_for_evidence_and_restores_it():
+    model = torch.nn.Sequential(torch.nn.Identity(), PairwiseSquaredDistance(CENTERS))
+    before = model(X)
+    with NeuralizingCanonizer().applied(model):
+        f = model(X)
+    torch.testing.assert_close(f, cluster_evidence(before))
+    torch.testing.assert_close(model(X), before)
+    assert not hasattr(model[1], "neuralized")
+
+
+@pytest.fixture(scope="module")
+def digits_model():
+    from sklearn.datasets import load_digits
+
+    Xd = load_digits().data[:300]
+    return ExplainableKMeans(n_clusters=5, random_state=0, device="cpu").fit(Xd), Xd
+
+
+def test_captum_input_x_gradient_runs_on_the_log_mean_exp_head(digits_model):
+    captum_attr = pytest.importorskip("captum.attr")
+    km, Xd = digits_model
+    head = km.as_module("neuralized", beta=km.beta_)
+    x = torch.from_numpy(Xd[:16]).requires_grad_(True)
+    target = km.predict(Xd[:16]).tolist()
+    attributions = captum_attr.InputXGradient(head).attribute(x, target=target)
+    assert attributions.shape == x.shape
+    assert torch.isfinite(attributions).all()
+
+
+def test_captum_gradient_of_log_mean_exp_head_is_the_soft_min_weighted_direction(digits_model):
+    """Gradient of the smooth head = sum_k softmin_k w_ck: the soft-min rule in gradient form."""
+    captum_attr = pytest.importorskip("captum.attr")
+    km, Xd = digits_model
+    beta = km.beta_
+    head = km.as_module("neuralized", beta=beta)
+    x = torch.from_numpy(Xd[:4])
+    c = km.predict(Xd[:4])
+    grads = captum_attr.Saliency(head).attribute(
+        x.clone().requires_grad_(True), target=c.tolist(), abs=False
+    )
+    mu = torch.from_numpy(km.cluster_centers_)
+    for i in range(4):
+        comps = [k for k in range(5) if k != c[i]]
+        d = ((x[i] - mu) ** 2).sum(1)
+        h = d[comps] - d[c[i]]
+        p = torch.softmax(-beta * h, 0)
+        expected = sum(p[j] * 2 * (mu[c[i]] - mu[k]) for j, k in enumerate(comps))
+        torch.testing.assert_close(grads[i], expected, rtol=1e-8, atol=1e-8)
+
+
+def test_zennit_attributes_through_the_canonized_distance_model(digits_model):
+    zennit = import_zennit()
+    from zennit.attribution import Gradient
+    from zennit.composites import EpsilonPlus
+
+    km, Xd = digits_model
+    torch.manual_seed(0)
+    extractor = torch.nn.Sequential(torch.nn.Linear(64, 64, dtype=torch.float64), torch.nn.ReLU())
+    with torch.no_grad():  # an identity feature extractor keeps the fitted centroids valid
+        extractor[0].weight.copy_(torch.eye(64))
+        extractor[0].bias.zero_()
+    model = torch.nn.Sequential(extractor, km.as_module("distance"))
+    x = torch.from_numpy(Xd[:8])
+    distances = model(x).detach()
+    composite = EpsilonPlus(canonizers=[NeuralizingCanonizer(beta=km.beta_)])
+    c = km.predict(Xd[:8])
+    with Gradient(model=model, composite=composite) as attributor:
+        out, relevance = attributor(x, torch.nn.functional.one_hot(torch.from_numpy(c), 5))
+    assert relevance.shape == x.shape
+    assert torch.isfinite(relevance).all()
+    assert torch.equal(out.argmax(1), distances.argmin(1))  # evidence while canonized
+    torch.testing.assert_close(model(x), distances)  # restored afterwards
+    assert zennit.__name__ == "zennit"
+    np.testing.assert_array_equal(out.argmax(1).numpy(), c)
