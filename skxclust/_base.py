@@ -228,6 +228,10 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     def _after_fit(self, X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor) -> None:
         """Compute extra fitted attributes; X and centers are in the fit's frame."""
 
+    def _embed(self, X: torch.Tensor) -> torch.Tensor:
+        """Map validated input rows to the space that is clustered (identity here)."""
+        return X
+
     # -- fit -------------------------------------------------------------------------
     def _resolved_n_init(self) -> int:
         if self.n_init == "auto":
@@ -285,7 +289,8 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             self._check_input_geometry(n_features)
             device = resolve_device(self.device)
             sw_np = check_sample_weight(sample_weight, n_samples, X.dtype)
-            init_array = self._validate_init_array(n_features, X.dtype)
+            Xt = self._embed(to_tensor(X, device))
+            init_array = self._validate_init_array(Xt.shape[1], X.dtype)
             n_init = self._resolved_n_init()
             if init_array is not None and n_init != 1:
                 if self.n_init != "auto":
@@ -295,13 +300,12 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
                     )
                 n_init = 1
 
-            Xt = to_tensor(X, device)
             sw = torch.from_numpy(sw_np).to(device)
             geometry = self._make_geometry(n_features)
             if geometry.translation_invariant:
                 shift = (sw @ Xt) / sw.sum()
             else:
-                shift = torch.zeros(n_features, dtype=Xt.dtype, device=device)
+                shift = torch.zeros(Xt.shape[1], dtype=Xt.dtype, device=device)
             Xt = Xt - shift
             tol = float(Xt.var(dim=0, unbiased=False).mean()) * self.tol if n_samples > 1 else 0.0
 
@@ -338,7 +342,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
         device = resolve_device(self.device)
-        Xt = to_tensor(X, device)
+        Xt = self._embed(to_tensor(X, device))
         centers = torch.as_tensor(self.cluster_centers_, device=device).to(Xt.dtype)
         geometry = self._make_geometry(X.shape[1])
         if geometry.translation_invariant:
