@@ -336,19 +336,26 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         return self
 
     # -- inference -------------------------------------------------------------------
-    def _prepare(self, X):
-        """Validate X for inference; return (X tensor, centers tensor, geometry), both
-        shifted into a frame where the geometry is numerically accurate."""
+    def _validated_tensor(self, X) -> torch.Tensor:
+        """Check fitted, validate X for inference and copy it to the device."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
-        device = resolve_device(self.device)
-        Xt = self._embed(to_tensor(X, device))
-        centers = torch.as_tensor(self.cluster_centers_, device=device).to(Xt.dtype)
-        geometry = self._make_geometry(X.shape[1])
+        return to_tensor(X, resolve_device(self.device))
+
+    def _frame(self, raw: torch.Tensor):
+        """Embed validated rows; return (X, centers, geometry), shifted together into a
+        frame where the geometry is numerically accurate when it is shift invariant."""
+        Xt = self._embed(raw)
+        centers = torch.as_tensor(self.cluster_centers_, device=raw.device).to(Xt.dtype)
+        geometry = self._make_geometry(raw.shape[1])
         if geometry.translation_invariant:
             shift = centers.mean(dim=0)
             Xt, centers = Xt - shift, centers - shift
         return Xt, centers, geometry
+
+    def _prepare(self, X):
+        """Validate X for inference; return (X tensor, centers tensor, geometry)."""
+        return self._frame(self._validated_tensor(X))
 
     def predict(self, X):
         """Index of the closest cluster for each sample.
