@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from numbers import Real
 
 import numpy as np
@@ -18,6 +19,7 @@ from .nn.neuralized import (
     cluster_evidence,
     neuralized_head,
 )
+from .nn.propagation import lrp_backward, supported_layers
 
 __all__ = ["ExplainableKMeans"]
 
@@ -60,6 +62,14 @@ class ExplainableKMeans(BaseTorchKMeans):
         Temperature ``T > 0`` of :meth:`predict_proba`, ``softmax(-||x-mu||^2 / 2T)``.
         Distances scale with the data, so choose ``T`` on that scale; ``T -> 0`` gives the
         hard labels.
+    feature_extractor : torch.nn.Module or None, default=None
+        *Deep clusters*: when given, k-means runs on ``phi(X)`` (outputs flattened per
+        row) and :meth:`explain` propagates the NEON relevance of ``phi(x)`` back to the raw
+        input by LRP (see :func:`skxclust.nn.lrp_backward`). It must be an
+        ``nn.Sequential`` (nesting allowed) of Linear, Conv1d/2d, ReLU, average/max pools,
+        Flatten/Unflatten, Identity, Dropout; other layers are refused when fitting. The
+        module is used frozen in evaluation mode on a copy, never modified; inputs are cast
+        to its parameters' dtype. ``cluster_centers_`` then live in feature space.
     batch_size : int, default=4096
         Rows processed at once by every method; bounds memory.
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
@@ -103,6 +113,7 @@ class ExplainableKMeans(BaseTorchKMeans):
         **BaseTorchKMeans._parameter_constraints,
         "beta": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
+        "feature_extractor": [None, torch.nn.Module],
     }
 
     def __init__(
@@ -115,6 +126,7 @@ class ExplainableKMeans(BaseTorchKMeans):
         tol=1e-4,
         beta="auto",
         temperature=1.0,
+        feature_extractor=None,
         batch_size=4096,
         device="auto",
         random_state=None,
@@ -127,10 +139,30 @@ class ExplainableKMeans(BaseTorchKMeans):
         self.tol = tol
         self.beta = beta
         self.temperature = temperature
+        self.feature_extractor = feature_extractor
         self.batch_size = batch_size
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+
+    def _check_input_geometry(self, n_features: int) -> None:
+        if self.feature_extractor is not None:
+            supported_layers(self.feature_extractor)
+
+    def _extractor(self, device: torch.device) -> tuple[torch.nn.Module, torch.dtype]:
+        """A frozen evaluation-mode copy of the feature extractor on ``device``."""
+        module = copy.deepcopy(self.feature_extractor).to(device).eval().requires_grad_(False)
+        param = next(module.parameters(), None)
+        return module, (param.dtype if param is not None else torch.get_default_dtype())
+
+    def _embed(self, X: torch.Tensor) -> torch.Tensor:
+        if self.feature_extractor is None:
+            return X
+        module, dtype = self._extractor(X.device)
+        with torch.no_grad():
+            parts = [module(X[i : i + self.batch_size].to(dtype)).flatten(1)
+                     for i in range(0, X.shape[0], self.batch_size)]
+        return torch.cat(parts).to(X.dtype)
 
     def _make_geometry(self, n_features: int) -> EuclideanGeometry:
         return EuclideanGeometry(self.batch_size)
@@ -178,7 +210,7 @@ class ExplainableKMeans(BaseTorchKMeans):
         d = geometry.pairwise(Xt, centers)
         return torch.softmax(-d / (2.0 * self.temperature), dim=1).cpu().numpy()
 
-    def explain(self, X, target=None, beta=None):
+    def explain(self, X, target=None, beta=None, *, rule="epsilon", epsilon=1e-9):
         """Relevance of every input feature for a cluster assignment (NEON / LRP).
 
         For each row, the evidence ``f_c(x)`` is first split over the competitors ``k`` by
@@ -193,30 +225,43 @@ class ExplainableKMeans(BaseTorchKMeans):
             Cluster to explain: the assigned one (None), one for all rows, or one per row.
         beta : float, default=None
             Soft-min stiffness in ``[0, inf]``; None uses the fitted ``beta_``.
+        rule : {"epsilon", "zplus"}, default="epsilon"
+            Only with a ``feature_extractor``: LRP rule for its Linear/Conv layers after
+            the first (which always uses epsilon). "zplus" suits ReLU networks.
+        epsilon : float, default=1e-9
+            Only with a ``feature_extractor``: stabiliser of the epsilon rule.
 
         Returns
         -------
         relevance : ndarray of shape (n_samples, n_features)
             Same dtype as X. Positive values speak for cluster ``target``, negative
-            values against it.
+            values against it. Without a feature extractor, rows sum to ``f_target(x)``
+            exactly; with one, up to what the extractor's biases absorb (exact for
+            bias-free ReLU networks up to ``epsilon``).
         """
-        Xt, centers, geometry = self._prepare(X)
+        raw = self._validated_tensor(X)
+        Xt, centers, geometry = self._frame(raw)
         if self.n_clusters < 2:
             raise ValueError(
                 f"explain needs n_clusters >= 2 (there is no competitor to explain "
                 f"against); got n_clusters={self.n_clusters}."
             )
         beta = self.beta_ if beta is None else check_beta(beta)
-        if target is None:
-            labels = geometry.assign(Xt, centers).labels.cpu().numpy()
-        else:
-            labels = None
+        labels = geometry.assign(Xt, centers).labels.cpu().numpy() if target is None else None
         tgt = check_target(target, Xt.shape[0], centers.shape[0], labels)
         tgt = torch.from_numpy(tgt).to(Xt.device)
-        out = torch.empty_like(Xt)
+        if self.feature_extractor is not None:
+            layers_module, dtype = self._extractor(raw.device)
+            layers = supported_layers(layers_module)
+        out = torch.empty_like(raw)
         for i in range(0, Xt.shape[0], self.batch_size):
             sl = slice(i, i + self.batch_size)
-            out[sl] = neon_relevance(Xt[sl], centers, tgt[sl], beta)[0]
+            relevance = neon_relevance(Xt[sl], centers, tgt[sl], beta)[0]
+            if self.feature_extractor is not None:
+                relevance = lrp_backward(
+                    layers, raw[sl].to(dtype), relevance.to(dtype), rule=rule, epsilon=epsilon
+                ).reshape(relevance.shape[0], -1)
+            out[sl] = relevance.to(raw.dtype)
         return out.cpu().numpy()
 
     def as_module(self, kind="neuralized", beta=None):

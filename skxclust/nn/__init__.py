@@ -5,7 +5,12 @@ Layers (:mod:`skxclust.nn.neuralized`) and the relevance rules that explain them
 """
 
 from .canonizers import NeuralizingCanonizer
-from .lrp import midpoint_relevance, neon_relevance, softmin_redistribution
+from .lrp import (
+    midpoint_relevance,
+    neon_relevance,
+    root_point_relevance,
+    softmin_redistribution,
+)
 from .neuralized import (
     LogMeanExpPool,
     MinPool,
@@ -18,6 +23,7 @@ from .neuralized import (
     neuralized_head,
     squared_distances,
 )
+from .propagation import lrp_backward, supported_layers
 
 __all__ = [
     "LogMeanExpPool",
@@ -32,6 +38,9 @@ __all__ = [
     "neon_relevance",
     "neuralize",
     "neuralized_head",
+    "lrp_backward",
+    "root_point_relevance",
+    "supported_layers",
     "softmin_redistribution",
     "squared_distances",
 ]

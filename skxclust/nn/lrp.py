@@ -24,12 +24,26 @@ import math
 
 import torch
 
-__all__ = ["softmin_redistribution", "midpoint_relevance", "neon_relevance"]
+__all__ = [
+    "softmin_redistribution",
+    "midpoint_relevance",
+    "neon_relevance",
+    "root_point_relevance",
+]
 
 
 def _target_mask(target: torch.Tensor, n_clusters: int) -> torch.Tensor:
     """Boolean (B, K) mask, True at each row's target column."""
     return torch.nn.functional.one_hot(target, n_clusters).bool()
+
+
+def _relevance_per_unit_h(relevance: torch.Tensor, h: torch.Tensor, eps: float) -> torch.Tensor:
+    """``R_k / h_ck`` with a sign-aware floor ``eps * max_k |h_ck|`` on ``|h_ck|``."""
+    scale = h.abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(h.dtype).tiny)
+    floor = eps * scale
+    sign = torch.where(h < 0, -1.0, 1.0).to(h.dtype)
+    h_safe = torch.where(h.abs() < floor, sign * floor, h)
+    return torch.where(relevance == 0, 0.0, relevance / h_safe)
 
 
 def softmin_redistribution(
@@ -93,11 +107,7 @@ def midpoint_relevance(
     Tensor of shape (B, D)
         Relevance per input feature; rows sum to ``competitor_relevance.sum(1)``.
     """
-    scale = h.abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(h.dtype).tiny)
-    floor = eps * scale
-    sign = torch.where(h < 0, -1.0, 1.0).to(h.dtype)
-    h_safe = torch.where(h.abs() < floor, sign * floor, h)
-    a = torch.where(competitor_relevance == 0, 0.0, competitor_relevance / h_safe)
+    a = _relevance_per_unit_h(competitor_relevance, h, eps)
     a = a.masked_fill(_target_mask(target, h.shape[1]), 0.0)
     a_sum = a.sum(dim=1, keepdim=True)
     if centers.dim() == 2:
@@ -160,3 +170,54 @@ def neon_relevance(
     h = g.gather(1, target[:, None]) - g
     r_comp, f = softmin_redistribution(h, target, beta)
     return midpoint_relevance(x, centers, target, h, r_comp, eps=eps), f
+
+
+def root_point_relevance(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    root: torch.Tensor,
+    target: torch.Tensor,
+    beta: float,
+    eps: float = 1e-12,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""NEON for a general neuralized layer ``h_ck(x) = w_ck^T x + b_ck`` with root points.
+
+    Used when the k-means sits behind an affine map (e.g. a scaler and a PCA): composed
+    with the map, the neuralized layer is still linear in the raw input but its weights no
+    longer have the ``2 (mu_c - mu_k)`` form. Each pair ``(c, k)`` has a root point
+    ``r_ck`` on its decision hyperplane (``w_ck^T r_ck + b_ck = 0``), and
+    ``R_i = sum_k R_k (x_i - r_cki) w_cki / h_ck`` conserves exactly. With ``w = 2(mu_c -
+    mu_k)`` and ``r = (mu_c + mu_k)/2`` this is the midpoint rule.
+
+    Parameters
+    ----------
+    x : Tensor of shape (B, D)
+    weight : Tensor of shape (K, K-1, D)
+    bias : Tensor of shape (K, K-1)
+    root : Tensor of shape (K, K-1, D)
+    target : LongTensor of shape (B,)
+    beta : float
+        Soft-min stiffness in ``[0, inf]``.
+    eps : float
+        Relative guard against ``h_ck ~ 0``.
+
+    Returns
+    -------
+    relevance : Tensor of shape (B, D)
+    f : Tensor of shape (B,)
+        ``min_k h_ck(x)`` for the target.
+    """
+    relevance = torch.empty_like(x)
+    f_out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
+    for c in torch.unique(target).tolist():
+        rows = torch.nonzero(target == c).flatten()
+        xc, w, r = x[rows], weight[c], root[c]
+        h = xc @ w.T + bias[c]  # (n_c, K-1)
+        pseudo_target = torch.full((rows.numel(),), h.shape[1], device=x.device)
+        h_full = torch.cat([h, torch.zeros_like(h[:, :1])], dim=1)  # dummy target column
+        r_comp, f = softmin_redistribution(h_full, pseudo_target, beta)
+        a = _relevance_per_unit_h(r_comp[:, :-1], h, eps)
+        relevance[rows] = xc * (a @ w) - a @ (r * w)
+        f_out[rows] = f
+    return relevance, f_out
