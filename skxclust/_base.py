@@ -45,8 +45,17 @@ class Assignment(NamedTuple):
     state: Any = None  # geometry-specific per-sample data for the update step
 
 
+def row_norms(X: torch.Tensor) -> torch.Tensor:
+    """Squared Euclidean norm of every row, shape (n,), without an (n, D) temporary."""
+    return torch.einsum("nd,nd->n", X, X)
+
+
 class EuclideanGeometry:
     """Squared Euclidean distance; centroids are weighted means (plain k-means).
+
+    The squared row norms of X and whether the sample weights are all one are computed
+    once per data tensor and reused by every Lloyd iteration and restart (the cache is
+    keyed on the tensor object and its version counter, so in-place changes invalidate it).
 
     Parameters
     ----------
@@ -58,6 +67,15 @@ class EuclideanGeometry:
 
     def __init__(self, batch_size: int = 4096):
         self.batch_size = batch_size
+        self._cache: dict[str, tuple] = {}
+
+    def _cached(self, name: str, tensor: torch.Tensor, compute):
+        hit = self._cache.get(name)
+        if hit is not None and hit[0] is tensor and hit[1] == tensor._version:
+            return hit[2]
+        value = compute(tensor)
+        self._cache[name] = (tensor, tensor._version, value)
+        return value
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Squared distances, shape (n, K), computed in ``batch_size`` row chunks."""
@@ -67,20 +85,33 @@ class EuclideanGeometry:
         )
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
-        labels, dists = [], []
-        for i in range(0, X.shape[0], self.batch_size):
-            d = squared_distances(X[i : i + self.batch_size], centers)
-            val, idx = d.min(dim=1)
-            labels.append(idx)
-            dists.append(val)
-        return Assignment(torch.cat(labels), torch.cat(dists))
+        # argmin_k ||x - mu_k||^2 = argmin_k (||mu_k||^2 - 2 x.mu_k): one addmm per chunk,
+        # ||x||^2 (cached) is added to the minimum only.
+        x_sq = self._cached("row_norms", X, row_norms)
+        c_sq = row_norms(centers)
+        n = X.shape[0]
+        labels = torch.empty(n, dtype=torch.long, device=X.device)
+        dists = torch.empty(n, dtype=X.dtype, device=X.device)
+        for i in range(0, n, self.batch_size):
+            sl = slice(i, i + self.batch_size)
+            partial = torch.addmm(c_sq, X[sl], centers.T, alpha=-2.0)
+            val, idx = partial.min(dim=1)
+            labels[sl] = idx
+            dists[sl] = (val + x_sq[sl]).clamp_min_(0.0)
+        return Assignment(labels, dists)
 
     def update(self, X, centers, assignment, sample_weight):
         n_clusters = centers.shape[0]
+        labels = assignment.labels
         weight = torch.zeros(n_clusters, dtype=X.dtype, device=X.device)
-        weight.index_add_(0, assignment.labels, sample_weight)
+        weight.index_add_(0, labels, sample_weight)
         sums = torch.zeros_like(centers)
-        sums.index_add_(0, assignment.labels, X * sample_weight[:, None])
+        if self._cached("unit_weights", sample_weight, lambda w: bool((w == 1).all())):
+            sums.index_add_(0, labels, X)
+        else:
+            for i in range(0, X.shape[0], self.batch_size):
+                sl = slice(i, i + self.batch_size)
+                sums.index_add_(0, labels[sl], X[sl] * sample_weight[sl, None])
         new = torch.where(weight[:, None] > 0, sums / weight.clamp_min(1e-300)[:, None], centers)
         return new, weight
 
@@ -112,16 +143,23 @@ def kmeans_plusplus(
     if n_local_trials is None:
         n_local_trials = 2 + int(math.log(n_clusters))
     sw = sample_weight.detach().to("cpu", torch.float64)
+    x_sq = row_norms(X)  # once, not per candidate batch
+
+    def dist_to(idx) -> torch.Tensor:
+        """Squared distances (len(idx), n) from the rows ``idx`` of X to every row."""
+        c = X[idx]
+        d = torch.addmm(row_norms(c)[:, None], c, X.T, alpha=-2.0).add_(x_sq)
+        return d.clamp_min_(0.0).to("cpu", torch.float64)
+
     first = int(torch.multinomial(sw / sw.sum(), 1, generator=generator))
     centers = [X[first]]
-    closest = squared_distances(X, X[first : first + 1])[:, 0].to("cpu", torch.float64)
+    closest = dist_to([first])[0]
     potential = float(closest @ sw)
     for _ in range(1, n_clusters):
         cum = torch.cumsum(sw * closest, 0)
         r = torch.rand(n_local_trials, generator=generator, dtype=torch.float64) * potential
         cand = torch.searchsorted(cum, r).clamp_max(n - 1)
-        d_cand = squared_distances(X, X[cand.to(X.device)]).T.to("cpu", torch.float64)
-        d_cand = torch.minimum(closest[None, :], d_cand)
+        d_cand = torch.minimum(closest[None, :], dist_to(cand.to(X.device)))
         pots = d_cand @ sw
         best = int(pots.argmin())
         closest, potential = d_cand[best], float(pots[best])
