@@ -31,7 +31,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import check_sample_weight, make_generators, resolve_device, to_tensor
+from ._validation import (
+    check_magnitude,
+    check_sample_weight,
+    make_generators,
+    resolve_device,
+    to_tensor,
+)
 from .nn.neuralized import squared_distances
 
 __all__ = ["Assignment", "EuclideanGeometry", "kmeans_plusplus", "lloyd", "BaseTorchKMeans"]
@@ -345,6 +351,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             else:
                 shift = torch.zeros(Xt.shape[1], dtype=Xt.dtype, device=device)
             Xt = Xt - shift
+            check_magnitude(Xt)
             tol = float(Xt.var(dim=0, unbiased=False).mean()) * self.tol if n_samples > 1 else 0.0
 
             best = None
@@ -389,6 +396,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         if geometry.translation_invariant:
             shift = centers.mean(dim=0)
             Xt, centers = Xt - shift, centers - shift
+        check_magnitude(Xt)
         return Xt, centers, geometry
 
     def _prepare(self, X):

@@ -20,6 +20,7 @@ __all__ = [
     "check_target",
     "check_beta",
     "check_sample_weight",
+    "check_magnitude",
 ]
 
 
@@ -173,3 +174,19 @@ def check_beta(beta, name: str = "beta") -> float:
     if np.isnan(beta) or beta < 0:
         raise ValueError(f"{name} must be >= 0 (0 spreads evenly, inf = hard min); got {beta!r}.")
     return beta
+
+
+def check_magnitude(X: torch.Tensor, name: str = "X") -> None:
+    """Refuse data whose squared distances would overflow the float type.
+
+    Called on data already centred (or otherwise framed) for the computation.
+    """
+    if X.numel() == 0:
+        return
+    finfo = torch.finfo(X.dtype)
+    peak = float(X.abs().max())
+    if 4.0 * X.shape[1] * peak * peak > finfo.max / 16:
+        raise ValueError(
+            f"{name} has values too large for squared distances in {X.dtype} (max |value| "
+            f"after centring = {peak:.3g}); rescale it, e.g. with StandardScaler."
+        )

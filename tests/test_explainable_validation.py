@@ -177,3 +177,22 @@ def test_pandas_feature_names_are_recorded_and_checked():
     np.testing.assert_array_equal(km.feature_names_in_, list("abcd"))
     with pytest.raises(ValueError, match="feature names"):
         km.predict(df.rename(columns={"a": "z"}))
+
+
+def test_values_whose_squares_overflow_are_refused_not_turned_into_nan(fitted):
+    with pytest.raises(ValueError, match="too large"):
+        ExplainableKMeans(n_clusters=2).fit(X * 1e200)
+    with pytest.raises(ValueError, match="too large"):
+        fitted.explain(X * 1e200)
+    km = ExplainableKMeans(n_clusters=2, random_state=0).fit(X * 1e150)
+    assert np.isfinite(km.inertia_) and np.all(np.isfinite(km.explain(X * 1e150)))
+
+
+def test_constant_data_warns_like_kmeans_and_stays_finite():
+    from sklearn.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match="distinct clusters"):
+        km = ExplainableKMeans(n_clusters=3, random_state=0).fit(np.ones((10, 2)))
+    assert km.inertia_ == 0.0
+    assert np.all(np.isfinite(km.explain(np.ones((10, 2)))))
+    assert np.all(np.isfinite(km.decision_function(np.ones((10, 2)))))
