@@ -252,7 +252,9 @@ def make_affine(
     Each row is transformed about the image centre by shear, then scaling, then rotation,
     then translation; the parameters are drawn per row, uniformly from the given ranges.
     A single number instead of a ``(low, high)`` pair fixes that parameter for every row.
-    Geometry is in pixel units, so rotations stay rigid on non-square images. The output
+    Geometry is in pixel units, so rotations stay rigid on non-square images. For
+    ``1 x W`` signals (``H == 1``, or ``W == 1``) only the scale and the translation along
+    the signal apply (the same parameters are drawn, so seeds stay comparable). The output
     pixel ``p`` takes the value of the input at ``A⁻¹(p − t)``
     (:func:`torch.nn.functional.affine_grid` + :func:`~torch.nn.functional.grid_sample`).
 
@@ -309,6 +311,10 @@ def make_affine(
     zoom = _draw(rng, bounds["scale"], n)
     shear_t = np.tan(np.deg2rad(_draw(rng, bounds["shear"], n)))
     shift = _draw(rng, bounds["translation"], (n, 2))
+    if min(height, width) == 1:  # 1-D signals: only zoom and shift along their axis
+        angle[:] = 0.0
+        shear_t[:] = 0.0
+        shift[:, 0 if width == 1 else 1] = 0.0
 
     # Forward map in pixel units about the centre, (x to the right, y downwards):
     # A = rotation . zoom . shear, rotation [[cos, sin], [-sin, cos]] turns

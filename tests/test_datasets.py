@@ -162,6 +162,18 @@ def test_make_affine_scale_moves_mass_away_from_the_centre():
     assert _peak(out, (9, 9)) == (4, 7)
 
 
+def test_make_affine_moves_one_dimensional_signals_only_along_their_axis():
+    signal = np.ones((4, 40))
+    out = make_affine(signal, (1, 40), rotation=(-30, 30), shear=(-20, 20),
+                      translation=(-2, 2), scale=1, random_state=0)
+    np.testing.assert_allclose(out[:, 3:-3], 1.0, atol=1e-12)
+    bump = np.exp(-0.5 * (np.arange(40) - 20.0) ** 2)[None, :]
+    shifted = make_affine(bump, (1, 40), **{**IDENTITY, "translation": 3})
+    assert int(np.argmax(shifted)) == 23
+    column = make_affine(bump.reshape(1, -1), (40, 1), **{**IDENTITY, "translation": 3})
+    assert int(np.argmax(column)) == 23
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
