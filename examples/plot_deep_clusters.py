@@ -34,7 +34,7 @@ QUICK = os.environ.get("SKXCLUST_EXAMPLES_QUICK", "0") not in ("", "0")
 
 X, y, image_shape = load_digits_images(scale=True)
 if QUICK:
-    X, y = stratified_subset(X, y, 300, random_state=0)
+    X, y = stratified_subset(X, y, 200, random_state=0)
 
 # Four oriented edge filters and their negatives: after the ReLU, each channel responds
 # to one edge polarity and orientation.
