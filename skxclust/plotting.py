@@ -1,0 +1,303 @@
+"""Figures for clusterings and their explanations (matplotlib: ``pip install skxclust[plot]``).
+
+Every function draws into a new or given matplotlib Figure and returns it; none calls
+``show()``. Images are given as flat rows of ``n_features`` values plus an
+``image_shape`` ``(H, W)``; when ``image_shape`` is None it is taken from the estimator
+(``image_shape_`` / ``image_shape``) or inferred for square images, and rows that are not
+images are drawn as 1-D signals.
+
+Relevance maps use a diverging colormap centred at zero with symmetric limits
+``[-m, m]``: red speaks for the explained cluster, blue against it, white is neutral.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["plot_centroids", "plot_relevance"]
+
+_INSTALL_HINT = (
+    "skxclust.plotting needs matplotlib, which is an optional dependency; install it with "
+    "`pip install skxclust[plot]` (or `pip install matplotlib`)."
+)
+
+
+# -- helpers shared by every plotting function -------------------------------------------
+def _pyplot():
+    """Import :mod:`matplotlib.pyplot`, with an install hint when it is missing."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - exercised by monkeypatching in tests
+        raise ImportError(_INSTALL_HINT) from exc
+    return plt
+
+
+def _resolve_image_shape(
+    n_features: int, image_shape: Sequence[int] | None, estimator: Any = None
+) -> tuple[int, int] | None:
+    """The (H, W) to draw rows of ``n_features`` values as, or None for 1-D signals."""
+    if image_shape is None and estimator is not None:
+        image_shape = getattr(estimator, "image_shape_", None)
+        if image_shape is None:
+            image_shape = getattr(estimator, "image_shape", None)
+    if image_shape is None:
+        side = math.isqrt(n_features)
+        return (side, side) if side > 1 and side * side == n_features else None
+    shape = tuple(int(s) for s in image_shape)
+    if len(shape) != 2 or shape[0] * shape[1] != n_features:
+        raise ValueError(
+            f"image_shape must be (height, width) with height * width == n_features="
+            f"{n_features}; got {tuple(image_shape)}."
+        )
+    return shape
+
+
+def _as_rows(values, name: str) -> np.ndarray:
+    """A finite 2-D float array (one row per sample) from a row or a 2-D array."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(
+            f"{name} must be a non-empty array of shape (n_samples, n_features) or "
+            f"(n_features,); got shape {np.shape(values)}."
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinity.")
+    return arr
+
+
+def _panel_axes(n_panels: int, n_cols: int, *, fig=None, axes=None, figsize=None,
+                panel_size: float = 1.6):
+    """Return ``(fig, axes)`` with exactly ``n_panels`` axes in a grid of ``n_cols``.
+
+    ``axes`` (at least ``n_panels`` of them) are used as given; otherwise subplots are
+    added to ``fig`` (a new figure when None). Grid cells beyond ``n_panels`` are not
+    created, so ``len(fig.axes)`` counts only drawn panels (plus any colorbars).
+    """
+    if axes is not None:
+        axes = list(np.ravel(axes))
+        if len(axes) < n_panels:
+            raise ValueError(f"axes holds {len(axes)} Axes, {n_panels} are needed.")
+        return axes[0].figure, axes[:n_panels]
+    n_rows = math.ceil(n_panels / n_cols)
+    if fig is None:
+        if figsize is None:
+            figsize = (panel_size * n_cols + 0.4, panel_size * n_rows + 0.4)
+        fig = _pyplot().figure(figsize=figsize, layout="constrained")
+    grid = fig.add_gridspec(n_rows, n_cols)
+    return fig, [fig.add_subplot(grid[i // n_cols, i % n_cols]) for i in range(n_panels)]
+
+
+def _draw_row(ax, row: np.ndarray, shape, *, cmap, vmin=None, vmax=None):
+    """Draw one flat row as an image (``shape`` given) or as a heat strip (1-D)."""
+    if shape is not None:
+        mappable = ax.imshow(row.reshape(shape), cmap=cmap, vmin=vmin, vmax=vmax,
+                             interpolation="nearest")
+    else:
+        mappable = ax.imshow(row[None, :], cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
+                             interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return mappable
+
+
+def _symmetric_limit(values: np.ndarray) -> float:
+    """``max |values|``, or 1 for an all-zero map (so that the limits stay valid)."""
+    m = float(np.max(np.abs(values)))
+    return m if m > 0 else 1.0
+
+
+# -- public functions --------------------------------------------------------------------
+def plot_centroids(
+    estimator: Any,
+    image_shape: Sequence[int] | None = None,
+    *,
+    n_cols: int | None = None,
+    cmap: str = "gray",
+    titles: bool | Sequence[str] = True,
+    fig=None,
+    axes=None,
+    figsize: tuple[float, float] | None = None,
+):
+    """Draw every cluster centroid, one panel per cluster.
+
+    Parameters
+    ----------
+    estimator : fitted estimator with ``cluster_centers_``, or array-like of shape \
+            (n_clusters, n_features)
+        The centroids to draw.
+    image_shape : (height, width), default=None
+        Shape of one image. None takes the estimator's ``image_shape_``/``image_shape``
+        or a square shape when ``n_features`` is a perfect square; otherwise each centroid
+        is drawn as a 1-D heat strip.
+    n_cols : int, default=None
+        Panels per row; default ``min(n_clusters, 10)``.
+    cmap : str, default="gray"
+        Colormap of the centroid images.
+    titles : bool or sequence of str, default=True
+        True titles each panel with its cluster index (and its size when the estimator has
+        ``labels_``); a sequence gives one title per cluster; False draws none.
+    fig : matplotlib Figure, default=None
+        Figure to add the panels to; a new one when None.
+    axes : sequence of matplotlib Axes, default=None
+        At least ``n_clusters`` Axes to draw into (then ``fig`` is ignored).
+    figsize : (float, float), default=None
+        Size of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        With one Axes per cluster.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skxclust.plotting import plot_centroids
+    >>> fig = plot_centroids(np.random.default_rng(0).random((3, 16)))
+    >>> len(fig.axes)
+    3
+    >>> import matplotlib.pyplot as plt; plt.close(fig)
+    """
+    centers = getattr(estimator, "cluster_centers_", estimator)
+    centers = _as_rows(centers, "cluster_centers_")
+    n_clusters, n_features = centers.shape
+    shape = _resolve_image_shape(n_features, image_shape, estimator)
+    n_cols = min(n_clusters, 10) if n_cols is None else int(n_cols)
+    if n_cols < 1:
+        raise ValueError(f"n_cols must be >= 1, got {n_cols}.")
+    if not isinstance(titles, bool):
+        titles = list(titles)
+        if len(titles) != n_clusters:
+            raise ValueError(f"titles has {len(titles)} entries for {n_clusters} clusters.")
+    fig, panels = _panel_axes(n_clusters, n_cols, fig=fig, axes=axes, figsize=figsize)
+    labels = getattr(estimator, "labels_", None)
+    sizes = np.bincount(np.asarray(labels), minlength=n_clusters) if labels is not None else None
+    for k, ax in enumerate(panels):
+        _draw_row(ax, centers[k], shape, cmap=cmap)
+        if titles is True:
+            ax.set_title(f"{k}" if sizes is None else f"{k} (n={sizes[k]})", fontsize=9)
+        elif titles:
+            ax.set_title(titles[k], fontsize=9)
+    return fig
+
+
+def plot_relevance(
+    X,
+    R,
+    image_shape: Sequence[int] | None = None,
+    *,
+    show_sample: bool = True,
+    overlay: bool = False,
+    n_cols: int | None = None,
+    shared_scale: bool = False,
+    cmap: str = "bwr",
+    sample_cmap: str = "gray",
+    titles: Sequence[str] | None = None,
+    colorbar: bool = True,
+    fig=None,
+    axes=None,
+    figsize: tuple[float, float] | None = None,
+):
+    """Draw relevance maps (e.g. from ``ExplainableKMeans.explain``) next to their samples.
+
+    Each sample gets its own panel (when ``show_sample``) followed by its relevance in a diverging
+    colormap centred at zero with symmetric limits ``[-m, m]``, ``m = max |R|`` of that
+    sample (or of all samples with ``shared_scale``).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features) or (n_features,)
+        The explained samples.
+    R : array-like of the same shape as X
+        Their relevance.
+    image_shape : (height, width), default=None
+        Shape of one image; None infers a square shape, otherwise rows are drawn as 1-D
+        signals (the sample as a line over its relevance strip).
+    show_sample : bool, default=True
+        Add a panel with the sample left of each relevance map.
+    overlay : bool, default=False
+        Draw the sample's outline (a contour at half its range) over the relevance map.
+        1-D signals always show the sample as a line over the relevance.
+    n_cols : int, default=None
+        Samples per row of the figure; default ``min(n_samples, 4)``.
+    shared_scale : bool, default=False
+        Use one colour scale for all samples (compare magnitudes across samples) instead
+        of one per sample (see the pattern of each).
+    cmap : str, default="bwr"
+        Diverging colormap of the relevance.
+    sample_cmap : str, default="gray"
+        Colormap of the sample panels.
+    titles : sequence of str, default=None
+        One title per sample, put over its relevance map.
+    colorbar : bool, default=True
+        Add a colorbar next to every relevance map (each is an extra Axes of the figure).
+    fig : matplotlib Figure, default=None
+        Figure to add the panels to; a new one when None.
+    axes : sequence of matplotlib Axes, default=None
+        Panels to draw into, in order (``2 * n_samples`` with ``show_sample``, else
+        ``n_samples``); then ``fig`` and ``n_cols`` are ignored.
+    figsize : (float, float), default=None
+        Size of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Panels in order (sample, relevance, for each sample), then the colorbars.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skxclust.plotting import plot_relevance
+    >>> X = np.random.default_rng(0).random((2, 16))
+    >>> fig = plot_relevance(X, X - 0.5, colorbar=False)
+    >>> len(fig.axes)
+    4
+    >>> vmin, vmax = fig.axes[1].images[0].get_clim()
+    >>> bool(vmin == -vmax)
+    True
+    >>> import matplotlib.pyplot as plt; plt.close(fig)
+    """
+    X = _as_rows(X, "X")
+    R = _as_rows(R, "R")
+    if X.shape != R.shape:
+        raise ValueError(f"X and R must have the same shape, got {X.shape} and {R.shape}.")
+    n_samples, n_features = X.shape
+    shape = _resolve_image_shape(n_features, image_shape)
+    if titles is not None:
+        titles = list(titles)
+        if len(titles) != n_samples:
+            raise ValueError(f"titles has {len(titles)} entries for {n_samples} samples.")
+    per_sample = 2 if show_sample else 1
+    n_cols = min(n_samples, 4) if n_cols is None else int(n_cols)
+    if n_cols < 1:
+        raise ValueError(f"n_cols must be >= 1, got {n_cols}.")
+    fig, panels = _panel_axes(n_samples * per_sample, n_cols * per_sample, fig=fig, axes=axes,
+                              figsize=figsize, panel_size=2.0)
+    shared = _symmetric_limit(R) if shared_scale else None
+    for i in range(n_samples):
+        if show_sample:
+            _draw_row(panels[per_sample * i], X[i], shape, cmap=sample_cmap)
+        ax = panels[per_sample * i + per_sample - 1]
+        m = shared if shared is not None else _symmetric_limit(R[i])
+        mappable = _draw_row(ax, R[i], shape, cmap=cmap, vmin=-m, vmax=m)
+        if shape is None:
+            lo, hi = float(X[i].min()), float(X[i].max())
+            hi = hi if hi > lo else lo + 1.0
+            mappable.set_extent((-0.5, n_features - 0.5, lo, hi))
+            ax.plot(np.arange(n_features), X[i], color="k", linewidth=1.0)
+            ax.set_ylim(lo, hi)
+        elif overlay:
+            img = X[i].reshape(shape)
+            lo, hi = float(img.min()), float(img.max())
+            if hi > lo:
+                ax.contour(img, levels=[(lo + hi) / 2], colors="k", linewidths=0.8)
+        if titles is not None:
+            ax.set_title(titles[i], fontsize=9)
+        if colorbar:
+            fig.colorbar(mappable, ax=ax, shrink=0.8)
+    return fig
