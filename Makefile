@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.skxclust-installed
 PYTEST_ARGS ?= -q
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench docs clean
 
 install: $(STAMP)
 
@@ -29,6 +29,15 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_explainable.py
+
+# Documentation, warnings as errors. SKXCLUST_EXAMPLES_QUICK=1 runs the gallery on small data.
+DOC_STAMP := $(VENV)/.skxclust-doc-installed
+$(DOC_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -e ".[doc]"
+	touch $(DOC_STAMP)
+
+docs: $(DOC_STAMP)
+	$(VENV)/bin/sphinx-build -W -b html doc doc/_build/html
 
 clean:
 	rm -rf $(VENV) demo_output build *.egg-info
