@@ -31,7 +31,7 @@ def _pyplot():
     """Import :mod:`matplotlib.pyplot`, with an install hint when it is missing."""
     try:
         import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - exercised by monkeypatching in tests
+    except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
     return plt
 

@@ -1,0 +1,130 @@
+"""plot_centroids / plot_relevance return Figures with the expected panels and scales."""
+
+import builtins
+
+import numpy as np
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg", force=True)
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from skxclust import ExplainableKMeans, plotting  # noqa: E402
+from skxclust.plotting import plot_centroids, plot_relevance  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 16))
+    return ExplainableKMeans(n_clusters=3, random_state=0, device="cpu").fit(X), X
+
+
+def _relevance_images(fig):
+    return [ax.images[0] for ax in fig.axes if ax.images and ax.images[0].get_cmap().name == "bwr"]
+
+
+def test_plot_centroids_draws_one_square_image_per_cluster(fitted):
+    km, _ = fitted
+    fig = plot_centroids(km)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 3
+    assert all(ax.images[0].get_array().shape == (4, 4) for ax in fig.axes)
+    assert fig.axes[0].get_title().startswith("0 (n=")
+
+
+def test_plot_centroids_uses_given_image_shape_and_accepts_raw_centroids():
+    fig = plot_centroids(np.zeros((5, 12)), image_shape=(3, 4), n_cols=2, titles=False)
+    assert len(fig.axes) == 5
+    assert fig.axes[0].images[0].get_array().shape == (3, 4)
+    assert fig.axes[0].get_title() == ""
+
+
+def test_plot_centroids_draws_non_square_rows_as_1d_strips():
+    fig = plot_centroids(np.ones((2, 7)))
+    assert fig.axes[0].images[0].get_array().shape == (1, 7)
+
+
+def test_plot_centroids_draws_into_given_axes():
+    fig, axes = plt.subplots(1, 3)
+    assert plot_centroids(np.zeros((3, 4)), axes=axes) is fig
+
+
+def test_plot_centroids_refuses_image_shape_that_does_not_fit():
+    with pytest.raises(ValueError, match="image_shape"):
+        plot_centroids(np.zeros((2, 16)), image_shape=(3, 5))
+
+
+def test_plot_relevance_has_sample_and_heatmap_per_sample_plus_colorbars(fitted):
+    km, X = fitted
+    R = km.explain(X[:3])
+    fig = plot_relevance(X[:3], R)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 3 * 2 + 3  # (sample, relevance) per row, one colorbar each
+    assert len(plot_relevance(X[:3], R, show_sample=False, colorbar=False).axes) == 3
+
+
+def test_plot_relevance_colour_limits_are_symmetric_around_zero():
+    rng = np.random.default_rng(1)
+    R = rng.normal(size=(2, 16)) + 0.7  # mostly positive: limits must still be symmetric
+    fig = plot_relevance(rng.random((2, 16)), R, colorbar=False)
+    for img, row in zip(_relevance_images(fig), R):
+        vmin, vmax = img.get_clim()
+        assert vmin == -vmax == pytest.approx(-np.abs(row).max())
+
+
+def test_plot_relevance_shared_scale_uses_global_maximum():
+    R = np.array([[1.0, -2.0, 0.5, 0.0], [0.1, 0.2, -0.1, 0.0]])
+    fig = plot_relevance(np.ones((2, 4)), R, shared_scale=True, colorbar=False)
+    assert [img.get_clim() for img in _relevance_images(fig)] == [(-2.0, 2.0)] * 2
+
+
+def test_plot_relevance_all_zero_map_gets_valid_limits():
+    fig = plot_relevance(np.ones(4), np.zeros(4), colorbar=False)
+    assert _relevance_images(fig)[0].get_clim() == (-1.0, 1.0)
+
+
+def test_plot_relevance_overlay_draws_sample_contour():
+    x = np.zeros((1, 16))
+    x[0, 5:7] = 1.0
+    fig = plot_relevance(x, x - 0.5, overlay=True, show_sample=False, colorbar=False)
+    assert fig.axes[0].collections  # the contour set
+
+
+def test_plot_relevance_1d_signal_shows_sample_line_over_strip():
+    fig = plot_relevance(np.sin(np.arange(10.0)), np.cos(np.arange(10.0)), show_sample=False,
+                         colorbar=False)
+    assert len(fig.axes[0].lines) == 1
+
+
+@pytest.mark.parametrize(
+    ("X", "R", "match"),
+    [
+        (np.ones((2, 4)), np.ones((3, 4)), "same shape"),
+        (np.ones((1, 4)), np.array([[np.nan, 0, 0, 0]]), "NaN"),
+        (np.ones((0, 4)), np.ones((0, 4)), "non-empty"),
+    ],
+)
+def test_plot_relevance_refuses_bad_input(X, R, match):
+    with pytest.raises(ValueError, match=match):
+        plot_relevance(X, R)
+
+
+def test_missing_matplotlib_raises_import_error_naming_the_plot_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match=r"skxclust\[plot\]"):
+        plotting.plot_centroids(np.zeros((2, 4)))
