@@ -107,6 +107,8 @@ def _is_scalar(value) -> bool:
 
 
 def _cell(value) -> str:
+    if value is None:
+        return "–"
     if isinstance(value, float):
         text = f"{value:.4g}"
     else:
@@ -130,15 +132,15 @@ def _tables(data: dict) -> list[str]:
         out.append(_table(["field", "value"], [[k, v] for k, v in scalars.items()]))
     for key, value in data.items():
         if isinstance(value, dict) and value and all(_is_scalar(v) for v in value.values()):
-            out.append(f"**{key}**\n\n" + _table(["", "value"], [[k, v] for k, v in
-                                                              value.items()]))
+            out.append(f"**{key}**\n\n" + _table(["name", "value"],
+                                                 [[k, v] for k, v in value.items()]))
         elif isinstance(value, dict) and value and all(
             isinstance(v, dict) and all(_is_scalar(x) for x in v.values())
             for v in value.values()
         ):
             columns = list(dict.fromkeys(c for v in value.values() for c in v))
             rows = [[k, *(v.get(c) for c in columns)] for k, v in value.items()]
-            out.append(f"**{key}**\n\n" + _table(["", *columns], rows))
+            out.append(f"**{key}**\n\n" + _table(["name", *columns], rows))
         elif isinstance(value, list) and value and all(
             isinstance(v, dict) and all(_is_scalar(x) for x in v.values()) for v in value
         ):

@@ -8,6 +8,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import torch
+
 import skxclust
 
 DOC = Path(__file__).resolve().parent
@@ -84,6 +86,8 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
 }
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The examples are small: one torch thread is faster than several competing for cores.
+torch.set_num_threads(int(os.environ.get("SKXCLUST_DOC_THREADS", "1")))
 warnings.filterwarnings("ignore", message="Matplotlib is currently using agg")
 # numpydoc warns about torch-style "Shape" sections; _clean_docstring renders them as Notes
 warnings.filterwarnings("ignore", message="Unknown section Shape", category=UserWarning)

@@ -25,6 +25,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from skxclust import ExplainableKMeans
 from skxclust.datasets import load_digits_images, stratified_subset
+from skxclust.plotting import plot_centroids, plot_relevance
 
 QUICK = os.environ.get("SKXCLUST_EXAMPLES_QUICK", "0") not in ("", "0")
 
@@ -35,32 +36,19 @@ if QUICK:
 km = ExplainableKMeans(n_clusters=10, n_init=1 if QUICK else 10, random_state=0).fit(X)
 print(f"ARI against the digit labels: {adjusted_rand_score(y, km.labels_):.3f}")
 
-fig, axes = plt.subplots(1, 10, figsize=(10, 1.4))
-for k, ax in enumerate(axes):
-    ax.imshow(km.cluster_centers_[k].reshape(image_shape), cmap="gray_r")
-    ax.set_title(f"cluster {k}", fontsize=8)
-    ax.axis("off")
-fig.suptitle("centroids")
+fig = plot_centroids(km, image_shape, cmap="gray_r", figsize=(10, 1.6))
+fig.suptitle("centroids (cluster index and size)")
 
 # %%
 # Relevance of the pixels for the assigned cluster
 # ------------------------------------------------
-# One sample per cluster. Colour limits are symmetric around 0 for every map.
+# One sample of each of the first clusters, shown next to its relevance map
+# (:func:`~skxclust.plotting.plot_relevance`: colour limits symmetric around 0).
 rows = [int(np.flatnonzero(km.labels_ == k)[0]) for k in range(4)]
 R = km.explain(X[rows])
 f = km.decision_function(X[rows])
-
-fig, axes = plt.subplots(2, len(rows), figsize=(2 * len(rows), 4.2))
-for j, i in enumerate(rows):
-    c = km.labels_[i]
-    axes[0, j].imshow(X[i].reshape(image_shape), cmap="gray_r")
-    axes[0, j].set_title(f"sample {i}, cluster {c}", fontsize=8)
-    m = np.abs(R[j]).max()
-    axes[1, j].imshow(R[j].reshape(image_shape), cmap="bwr", vmin=-m, vmax=m)
-    axes[1, j].set_title(f"sum R = {R[j].sum():.1f}", fontsize=8)
-for ax in axes.ravel():
-    ax.axis("off")
-fig.tight_layout()
+titles = [f"cluster {km.labels_[i]}: sum R = {r.sum():.1f}" for i, r in zip(rows, R)]
+fig = plot_relevance(X[rows], R, image_shape, sample_cmap="gray_r", titles=titles)
 
 # %%
 # Conservation
@@ -78,10 +66,7 @@ print(f"largest relative conservation error over {len(X)} samples: {rel_err.max(
 # ``f`` is negative: the map shows which pixels keep the sample out of it.
 i = rows[0]
 runner_up = int(np.argsort(f[0])[-2])
-R_other = km.explain(X[[i]], target=runner_up)[0]
-m = np.abs(R_other).max()
-fig, ax = plt.subplots(figsize=(2.5, 2.5))
-ax.imshow(R_other.reshape(image_shape), cmap="bwr", vmin=-m, vmax=m)
-ax.set_title(f"sample {i} vs cluster {runner_up}\nsum R = {R_other.sum():.1f}", fontsize=8)
-ax.axis("off")
+R_other = km.explain(X[[i]], target=runner_up)
+fig = plot_relevance(X[[i]], R_other, image_shape, sample_cmap="gray_r",
+                     titles=[f"cluster {runner_up}: sum R = {R_other.sum():.1f}"])
 plt.show()

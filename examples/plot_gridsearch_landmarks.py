@@ -33,11 +33,12 @@ from skxclust.datasets import load_digits_images, stratified_subset
 QUICK = os.environ.get("SKXCLUST_EXAMPLES_QUICK", "0") not in ("", "0")
 
 X, y, image_shape = load_digits_images()
-X, y = stratified_subset(X, y, 60 if QUICK else 300, random_state=0)
+X, y = stratified_subset(X, y, 40 if QUICK else 300, random_state=0)
+n_clusters = 4 if QUICK else 10
 
 pipe = Pipeline([
     ("scale", FunctionTransformer(lambda Z: Z / 16.0)),  # pixel values to [0, 1]
-    ("st", SpatialTransformerKMeans(n_clusters=10, image_shape=image_shape,
+    ("st", SpatialTransformerKMeans(n_clusters=n_clusters, image_shape=image_shape,
                                     n_steps=5 if QUICK else 20, max_iter=1 if QUICK else 4,
                                     random_state=0)),
 ])
@@ -74,7 +75,7 @@ for n_landmarks in grid["st__n_landmarks"]:
     model = pipe.set_params(st__n_landmarks=n_landmarks, st__learning_rate=best_lr).fit(X)
     print(f"n_landmarks={n_landmarks:2d}: ARI {adjusted_rand_score(y, model[-1].labels_):.3f}")
 
-fig, axes = plt.subplots(1, 10, figsize=(10, 1.4))
+fig, axes = plt.subplots(1, n_clusters, figsize=(n_clusters, 1.4))
 for k, ax in enumerate(axes):
     ax.imshow(search.best_estimator_[-1].cluster_centers_[k].reshape(image_shape),
               cmap="gray_r")

@@ -23,12 +23,13 @@ import time
 
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
-from sklearn.metrics import confusion_matrix, normalized_mutual_info_score
+from sklearn.metrics import normalized_mutual_info_score
 
 from skxclust import SpatialTransformerKMeans
 from skxclust.datasets import load_digits_images, load_mnist_5k, stratified_subset
+from skxclust.metrics import clustering_accuracy
+from skxclust.plotting import plot_centroids
 
 QUICK = os.environ.get("SKXCLUST_EXAMPLES_QUICK", "0") not in ("", "0")
 
@@ -43,12 +44,6 @@ keep = np.isin(y, [2, 3, 4, 5, 7])
 X, y = stratified_subset(X[keep], y[keep], 60 if QUICK else 250, random_state=0)
 X = X.astype(np.float32)  # float32 is faster, and enough for clustering
 
-
-def accuracy(y_true, labels):
-    """Accuracy under the best one-to-one matching of clusters to classes."""
-    counts = confusion_matrix(y_true, labels)
-    rows, cols = linear_sum_assignment(counts, maximize=True)
-    return counts[rows, cols].sum() / counts.sum()
 
 
 # %%
@@ -65,19 +60,15 @@ st = SpatialTransformerKMeans(
 ).fit(X)
 t_st = time.perf_counter() - t0
 for name, model, seconds in [("k-means", km, t_km), ("ST k-means", st, t_st)]:
-    print(f"{name:11s} ACC {accuracy(y, model.labels_):.3f}  "
+    print(f"{name:11s} ACC {clustering_accuracy(y, model.labels_):.3f}  "
           f"NMI {normalized_mutual_info_score(y, model.labels_):.3f}  ({seconds:.1f} s)")
 
 # %%
 # Centroids
 # ---------
-fig, axes = plt.subplots(2, n_clusters, figsize=(2 * n_clusters, 4.4))
-for row, (model, name) in enumerate([(km, "k-means"), (st, "ST")]):
-    for k in range(n_clusters):
-        axes[row, k].imshow(model.cluster_centers_[k].reshape(image_shape), cmap="gray_r")
-        axes[row, k].axis("off")
-    axes[row, 0].set_title(name, fontsize=9, loc="left")
-fig.suptitle("centroids: k-means (top) vs ST k-means (bottom)")
+for model, name in [(km, "k-means"), (st, "ST k-means")]:
+    fig = plot_centroids(model, image_shape, cmap="gray_r", figsize=(2 * n_clusters, 2.4))
+    fig.suptitle(f"{name} centroids")
 
 # %%
 # Samples aligned to their centroid

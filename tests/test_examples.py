@@ -5,6 +5,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+import torch
 
 import skxclust
 
@@ -33,8 +34,13 @@ def test_example_runs_in_quick_mode_and_draws_figures(path, monkeypatch):
     monkeypatch.setenv("SKXCLUST_EXAMPLES_QUICK", "1")
     monkeypatch.chdir(path.parent)
     plt.close("all")
+    # Quick-mode problems are tiny: one torch thread avoids oversubscription, which on a
+    # busy 2-core machine made them several times slower.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
         runpy.run_path(str(path), run_name="__main__")
         assert plt.get_fignums(), f"{path.name} drew no figure"
     finally:
+        torch.set_num_threads(threads)
         plt.close("all")
