@@ -1,0 +1,337 @@
+r"""Warp families on a fixed image shape, and the linear operators ST K-means needs.
+
+Pure torch; no scikit-learn import. Images are flattened: ``P = H * W`` pixels, ``D`` warped
+axes (2 for images, 1 for signals), ``n_basis`` rows of the warp basis (see
+:mod:`skxclust.nn.tps`). A warp is ``grid = p + basis @ params`` with ``params`` of shape
+``(n_basis, D)``, zero at the identity; :class:`WarpModel` holds the basis, built once.
+
+For a warp with parameters :math:`\nu`, :math:`S_\nu` is the bilinear resampling operator
+(``grid_sample`` with zero padding, ``align_corners=True``): :math:`(S_\nu \mu)(p) =
+\mu(p + u_\nu(p))`. It is linear in the image, so it has an adjoint :math:`S_\nu^\top`
+(bilinear splatting) that brings a sample back into the centroid frame;
+:func:`warp_adjoint` and :func:`warp_normal` apply :math:`S^\top` and :math:`S^\top S`
+summed per cluster, :func:`unwarp_images` resamples through the inverse warp.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .tps import control_points, grid_size_from_landmarks, pixel_grid, warp_basis
+
+__all__ = [
+    "TRANSFORMS",
+    "WarpModel",
+    "make_warp_model",
+    "warp_grids",
+    "warp_images",
+    "warp_batch",
+    "warp_adjoint",
+    "warp_normal",
+    "invert_warps",
+    "unwarp_images",
+]
+
+TRANSFORMS = ("tps", "affine", "affine+tps")
+BILINEAR, ZEROS, BORDER = 0, 0, 1  # grid_sampler interpolation / padding codes
+
+
+class WarpModel:
+    """A warp family on a fixed image shape: ``grid = points + basis @ params``.
+
+    Build it with :func:`make_warp_model`. All tensors share one dtype and device.
+
+    Attributes
+    ----------
+    shape : (H, W)
+    transform : str
+    points : Tensor of shape (P, D)
+        Normalised pixel coordinates (``grid_sample`` convention, ``align_corners=True``).
+    basis : Tensor of shape (P, n_basis)
+    landmark_basis : Tensor of shape (L, n_basis)
+        Displacement of the ``L`` landmarks per unit of each parameter row.
+    coarse_rows : Tensor of shape (n_basis,), bool
+        Rows updated in the coarse phase of a coarse-to-fine schedule (the affine rows of
+        ``"affine+tps"``; every row otherwise).
+    flat_points : Tensor of shape (P * 2,)
+        ``points`` as a flattened ``grid_sample`` grid (1-D signals get a zero coordinate).
+    flat_basis : Tensor of shape (n_basis * D, P * 2)
+        ``flat_points + params.reshape(-1) @ flat_basis`` is the flattened sampling grid.
+    landmark_gram : Tensor of shape (n_basis * D, n_basis * D) or None
+        ``G`` with squared landmark displacement ``= v^T G v`` for ``v = params.reshape(-1)``;
+        None when ``G`` is the identity (TPS).
+    """
+
+    def __init__(self, shape, transform, points, basis, landmark_basis, coarse_rows):
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.transform = transform
+        self.points = points
+        self.basis = basis
+        self.landmark_basis = landmark_basis
+        self.coarse_rows = coarse_rows
+        n_pixels, ndim = points.shape
+        axes = [0, 1] if ndim == 2 else [0 if self.shape[0] == 1 else 1]
+        flat_points = torch.zeros(n_pixels, 2, dtype=points.dtype, device=points.device)
+        flat_points[:, axes] = points
+        self.flat_points = flat_points.reshape(-1)
+        flat_basis = torch.zeros(self.n_basis, ndim, n_pixels, 2, dtype=points.dtype,
+                                 device=points.device)
+        for e, axis in enumerate(axes):
+            flat_basis[:, e, :, axis] = basis.T
+        self.flat_basis = flat_basis.reshape(self.n_basis * ndim, n_pixels * 2)
+        if transform == "tps":
+            self.landmark_gram = None
+        else:
+            gram = landmark_basis.T @ landmark_basis
+            eye = torch.eye(ndim, dtype=points.dtype, device=points.device)
+            self.landmark_gram = torch.kron(gram, eye)
+
+    @property
+    def ndim(self) -> int:
+        """Number of warped axes ``D``."""
+        return self.points.shape[1]
+
+    @property
+    def n_basis(self) -> int:
+        """Number of parameter rows."""
+        return self.basis.shape[1]
+
+    @property
+    def n_params(self) -> int:
+        """Parameters per warp, ``n_basis * D``."""
+        return self.n_basis * self.ndim
+
+
+def make_warp_model(
+    shape: tuple[int, int],
+    n_landmarks: int = 16,
+    transform: str = "tps",
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> WarpModel:
+    """Build the warp basis for images of ``shape`` (computed once, reused for every pair).
+
+    Parameters
+    ----------
+    shape : (H, W)
+        Image shape. ``H == 1`` (or ``W == 1``) gives 1-D signals warped along their axis.
+    n_landmarks : int
+        ``g * g`` with ``g >= 2``: a ``g x g`` control grid for images, ``g`` knots along a
+        1-D signal. Affine warps use the landmarks only to measure the warp size.
+    transform : {"tps", "affine", "affine+tps"}
+    dtype, device : of every tensor of the model.
+
+    Returns
+    -------
+    WarpModel
+    """
+    if transform not in TRANSFORMS:
+        raise ValueError(
+            f"transform={transform!r} is not supported; use one of {', '.join(TRANSFORMS)}."
+        )
+    grid = grid_size_from_landmarks(n_landmarks)
+    height, width = (int(s) for s in shape)
+    ndim = 1 if min(height, width) == 1 else 2
+    points = pixel_grid((height, width), ndim, dtype, device)
+    centers = control_points(grid, ndim, dtype, device)
+    basis, landmark_basis = warp_basis(points, centers, transform)
+    coarse = torch.ones(basis.shape[1], dtype=torch.bool, device=points.device)
+    if transform == "affine+tps":
+        coarse[ndim + 1 :] = False
+    return WarpModel((height, width), transform, points, basis, landmark_basis, coarse)
+
+
+def warp_grids(model: WarpModel, params: torch.Tensor) -> torch.Tensor:
+    """``grid_sample`` grids of a batch of warps.
+
+    Parameters
+    ----------
+    model : WarpModel
+    params : Tensor of shape (N, n_basis, D)
+
+    Returns
+    -------
+    Tensor of shape (N, H, W, 2)
+    """
+    flat = torch.addmm(model.flat_points, params.reshape(params.shape[0], -1), model.flat_basis)
+    return flat.reshape(params.shape[0], *model.shape, 2)
+
+
+def warp_batch(images: torch.Tensor, model: WarpModel, flat_params: torch.Tensor):
+    """Warp each of ``G`` images by ``M`` warps with one GEMM and one ``grid_sampler`` call.
+
+    Parameters
+    ----------
+    images : Tensor of shape (G, 1, H, W)
+    model : WarpModel
+    flat_params : Tensor of shape (G * M, n_basis * D)
+        Image-major: rows ``g * M ... (g + 1) * M - 1`` warp image ``g``.
+
+    Returns
+    -------
+    warped : Tensor of shape (G, M, P)
+    grid : Tensor of shape (G, M * H, W, 2)
+        The sampling grid (for the backward pass).
+    """
+    n_images = images.shape[0]
+    height, width = model.shape
+    grid = torch.addmm(model.flat_points, flat_params, model.flat_basis)
+    grid = grid.reshape(n_images, -1, width, 2)  # (G, M * H, W, 2): a view, no copy
+    warped = torch.grid_sampler_2d(images, grid, BILINEAR, ZEROS, True)
+    return warped.reshape(n_images, -1, height * width), grid
+
+
+def warp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) -> torch.Tensor:
+    """Warp each of ``K`` images by ``B`` warps: ``out[k, b] = S(params[k, b]) images[k]``.
+
+    Parameters
+    ----------
+    images : Tensor of shape (K, P)
+    model : WarpModel
+    params : Tensor of shape (K, B, n_basis, D)
+
+    Returns
+    -------
+    Tensor of shape (K, B, P)
+        Zero outside the source image.
+    """
+    n_clusters, n_warps = params.shape[:2]
+    flat = params.reshape(n_clusters * n_warps, model.n_params)
+    return warp_batch(images.reshape(n_clusters, 1, *model.shape), model, flat)[0]
+
+
+def warp_adjoint(
+    values: torch.Tensor,
+    model: WarpModel,
+    params: torch.Tensor,
+    labels: torch.Tensor,
+    n_clusters: int,
+    weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-cluster sums ``sum_i w_i S_i^T v_i`` and ``sum_i w_i S_i^T 1`` (the adjoint).
+
+    ``S_i`` resamples the centroid frame onto sample ``i`` with warp ``params[i]``; its
+    transpose splats the sample back into the centroid frame (bilinear weights).
+
+    Parameters
+    ----------
+    values : Tensor of shape (B, P)
+    model : WarpModel
+    params : Tensor of shape (B, n_basis, D)
+    labels : LongTensor of shape (B,)
+        Cluster of each row.
+    n_clusters : int
+    weights : Tensor of shape (B,), optional
+
+    Returns
+    -------
+    splat : Tensor of shape (n_clusters, P)
+        ``sum_{i in k} w_i S_i^T v_i``.
+    coverage : Tensor of shape (n_clusters, P)
+        ``sum_{i in k} w_i S_i^T 1``.
+    """
+    n, n_pixels = values.shape
+    height, width = model.shape
+    if weights is None:
+        weights = values.new_ones(n)
+    grid = warp_grids(model, params.to(values.dtype))
+    cotangent = torch.stack([values, torch.ones_like(values)], 1) * weights[:, None, None]
+    dummy = values.new_zeros(n, 2, height, width)
+    adjoint, _ = torch.ops.aten.grid_sampler_2d_backward(
+        cotangent.reshape(n, 2, height, width), dummy, grid, BILINEAR, ZEROS, True,
+        [True, False],
+    )
+    sums = values.new_zeros(n_clusters, 2 * n_pixels)
+    sums.index_add_(0, labels, adjoint.reshape(n, 2 * n_pixels))
+    sums = sums.reshape(n_clusters, 2, n_pixels)
+    return sums[:, 0], sums[:, 1]
+
+
+def warp_normal(
+    centroids: torch.Tensor,
+    model: WarpModel,
+    params: torch.Tensor,
+    labels: torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-cluster ``sum_{i in k} w_i S_i^T S_i mu_k``: the normal operator of the update.
+
+    Parameters
+    ----------
+    centroids : Tensor of shape (K, P)
+    model : WarpModel
+    params : Tensor of shape (B, n_basis, D)
+    labels : LongTensor of shape (B,)
+    weights : Tensor of shape (B,), optional
+
+    Returns
+    -------
+    Tensor of shape (K, P)
+    """
+    n = params.shape[0]
+    height, width = model.shape
+    grid = warp_grids(model, params.to(centroids.dtype))
+    images = centroids.reshape(-1, 1, height, width)[labels]
+    warped = torch.grid_sampler_2d(images, grid, BILINEAR, ZEROS, True)
+    if weights is not None:
+        warped = warped * weights.reshape(n, 1, 1, 1)
+    adjoint, _ = torch.ops.aten.grid_sampler_2d_backward(
+        warped, torch.zeros_like(images), grid, BILINEAR, ZEROS, True, [True, False]
+    )
+    out = torch.zeros_like(centroids)
+    out.index_add_(0, labels, adjoint.reshape(n, height * width))
+    return out
+
+
+def invert_warps(model: WarpModel, params: torch.Tensor, n_iter: int = 30) -> torch.Tensor:
+    """Grids of the inverse warps, by the fixed-point iteration ``p = q - u(p)``.
+
+    A warp sends output pixel ``q`` to ``g(q) = q + u(q)``; the inverse grid ``h`` solves
+    ``g(h(q)) = q``. The iteration converges when the displacement is a contraction
+    (``|grad u| < 1``, i.e. moderate warps); ``u`` is interpolated bilinearly.
+
+    Parameters
+    ----------
+    model : WarpModel
+    params : Tensor of shape (B, n_basis, D)
+    n_iter : int
+
+    Returns
+    -------
+    Tensor of shape (B, H, W, 2)
+    """
+    n = params.shape[0]
+    height, width = model.shape
+    identity = model.flat_points.reshape(1, height, width, 2)
+    disp = warp_grids(model, params) - identity  # (B, H, W, 2)
+    field = disp.permute(0, 3, 1, 2).contiguous()  # (B, 2, H, W)
+    inverse = identity - disp
+    for _ in range(n_iter):
+        u = torch.grid_sampler_2d(field, inverse, BILINEAR, BORDER, True)
+        inverse = identity - u.permute(0, 2, 3, 1)
+    return inverse.reshape(n, height, width, 2)
+
+
+def unwarp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) -> torch.Tensor:
+    """Bring each sample into the frame of the centroid it was aligned with.
+
+    Parameters
+    ----------
+    images : Tensor of shape (B, P)
+        Samples, in their own frame.
+    model : WarpModel
+    params : Tensor of shape (B, n_basis, D)
+        Warp of the centroid onto each sample (as returned by :func:`optimize_warps`).
+
+    Returns
+    -------
+    Tensor of shape (B, P)
+        ``x_i(g_i^{-1}(q))``: sample ``i`` resampled on the centroid's pixel grid (0 where
+        the inverse falls outside the sample).
+    """
+    n = images.shape[0]
+    height, width = model.shape
+    inverse = invert_warps(model, params.to(images.dtype))
+    out = torch.grid_sampler_2d(images.reshape(n, 1, height, width), inverse, BILINEAR,
+                                ZEROS, True)
+    return out.reshape(n, height * width)
