@@ -55,6 +55,22 @@ def test_deep_relevance_on_raw_input_is_conserved_for_bias_free_relu_net(deep_mo
     assert np.median(rel_err) <= 1e-3
 
 
+@pytest.mark.parametrize("pool", [torch.nn.MaxPool2d(2), torch.nn.AvgPool2d(2)])
+def test_relevance_of_zero_features_after_relu_and_pool_is_not_lost(pool):
+    """Many pooled features are exactly 0; pools route relevance along their gradient, so
+    it reaches the (non-zero) pre-activations and conservation holds."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Unflatten(1, (1, 8, 8)),
+                              torch.nn.Conv2d(1, 8, 3, bias=False), torch.nn.ReLU(), pool,
+                              torch.nn.Flatten()).double()
+    with torch.no_grad():
+        assert (net(torch.from_numpy(X_DIGITS)) == 0).double().mean() > 0.25
+    km = ExplainableKMeans(n_clusters=5, feature_extractor=net, random_state=0).fit(X_DIGITS)
+    f = km.decision_function(X_DIGITS).max(1)
+    rel_err = np.abs(km.explain(X_DIGITS).sum(1) - f) / np.abs(f)
+    assert np.median(rel_err) <= 1e-3
+
+
 def test_identity_extractor_gives_plain_neon_relevance():
     """The epsilon rule passes R unchanged through an identity layer wherever the input is
     non-zero (a zero input carries no relevance under LRP), hence the shift by one."""

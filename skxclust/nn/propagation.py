@@ -12,7 +12,10 @@ Rules (``a``: layer input, ``z``: layer output before any activation):
   (raw input, possibly negative) always uses the epsilon rule.
 - ReLU: relevance passes through unchanged (it is explained at the next linear layer's
   pre-activation).
-- Max pools: winner takes all (gradient trick).
+- Pools (average, max, adaptive): relevance is routed along the pooling's own gradient,
+  ``R_in = (dz/da)^T R_out``: max pools give it to the winner, average pools split it
+  evenly over each window. This conserves exactly even where the pooled activations are
+  zero (the usual ``a * grad`` form would lose relevance on zero activations after a ReLU).
 - Flatten, Unflatten, Identity, Dropout (evaluation mode): reshape only.
 
 For a network without biases, each rule conserves relevance up to ``eps``; biases absorb
@@ -79,6 +82,14 @@ def _gradient_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor, e
     return (a * grad).detach()
 
 
+def _routing_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor):
+    a = a.detach().requires_grad_(True)
+    with torch.enable_grad():
+        z = layer(a)
+        (grad,) = torch.autograd.grad(z, a, grad_outputs=relevance.reshape(z.shape))
+    return grad.detach()
+
+
 def lrp_backward(
     layers: list[nn.Module],
     x: torch.Tensor,
@@ -116,6 +127,8 @@ def lrp_backward(
         layer, a = layers[i], activations[i]
         if isinstance(layer, (*_RESHAPES, nn.ReLU)):
             R = R.reshape(a.shape)
+        elif isinstance(layer, _POOLS):
+            R = _routing_rule(layer, a, R)
         elif isinstance(layer, _WEIGHTED) and rule == "zplus" and i > 0:
             R = _gradient_rule(_positive_copy(layer), a, R, epsilon)
         else:
