@@ -43,9 +43,9 @@ class ExplainableKMeans(BaseTorchKMeans):
     ----------
     n_clusters : int, default=8
         Number of clusters.
-    init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
-            default="k-means++"
-        Seeding method, or initial centroids (then a single init is run).
+    init : {"k-means++", "random"} or array-like, default="k-means++"
+        Seeding method, or initial centroids of shape (n_clusters, n_features) (then a
+        single init is run).
     n_init : "auto" or int, default="auto"
         Number of seedings; the run with the lowest inertia is kept. "auto" is 1 for
         k-means++ and 10 otherwise (as in scikit-learn).
