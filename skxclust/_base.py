@@ -94,8 +94,11 @@ class EuclideanGeometry:
         # argmin_k ||x - mu_k||^2 = argmin_k (||mu_k||^2 - 2 x.mu_k): one addmm per chunk,
         # ||x||^2 (cached) is added to the minimum only.
         x_sq = self._cached("row_norms", X, row_norms)
-        c_sq = row_norms(centers)
+        c_sq = (centers * centers).sum(dim=1)  # tiny: elementwise, no BLAS call
         n = X.shape[0]
+        if n <= self.batch_size:  # one chunk: no copies into preallocated outputs
+            val, idx = torch.addmm(c_sq, X, centers.T, alpha=-2.0).min(dim=1)
+            return Assignment(idx, (val + x_sq).clamp_min_(0.0))
         labels = torch.empty(n, dtype=torch.long, device=X.device)
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
         for i in range(0, n, self.batch_size):
@@ -212,7 +215,8 @@ def lloyd(
         centers = new_centers
         labels_old = assignment.labels
         assignment = geometry.assign(X, centers)
-        inertia = float(assignment.distances @ sample_weight)
+        if history is not None or verbose:  # only then: it costs a reduction and a sync
+            inertia = float(assignment.distances @ sample_weight)
         if history is not None:
             history.append({"iteration": n_iter, "inertia": inertia, "labels": assignment.labels})
         if verbose:
