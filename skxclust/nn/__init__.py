@@ -2,8 +2,11 @@
 
 Layers (:mod:`skxclust.nn.neuralized`) and the relevance rules that explain them
 (:mod:`skxclust.nn.lrp`) are usable on their own, e.g. with zennit or captum.
+Thin-plate-spline and affine warps (:mod:`skxclust.nn.tps`, :mod:`skxclust.nn.warps`) and
+the batched warp optimisation of ST K-means (:mod:`skxclust.nn.align`) likewise.
 """
 
+from .align import optimize_pairs, optimize_warps, pair_losses, solve_centroids
 from .canonizers import NeuralizingCanonizer
 from .lrp import (
     midpoint_relevance,
@@ -24,6 +27,27 @@ from .neuralized import (
     squared_distances,
 )
 from .propagation import lrp_backward, supported_layers
+from .tps import (
+    affine_basis,
+    control_points,
+    pixel_grid,
+    tps_bending_energy_matrix,
+    tps_interpolation_matrix,
+    tps_kernel_matrix,
+    tps_system_matrix,
+    warp_basis,
+    warp_grid,
+)
+from .warps import (
+    WarpModel,
+    invert_warps,
+    make_warp_model,
+    unwarp_images,
+    warp_adjoint,
+    warp_grids,
+    warp_images,
+    warp_normal,
+)
 
 __all__ = [
     "LogMeanExpPool",
@@ -43,4 +67,26 @@ __all__ = [
     "supported_layers",
     "softmin_redistribution",
     "squared_distances",
+    # spatial transformers (ST K-means)
+    "WarpModel",
+    "affine_basis",
+    "control_points",
+    "invert_warps",
+    "make_warp_model",
+    "optimize_pairs",
+    "optimize_warps",
+    "pair_losses",
+    "pixel_grid",
+    "solve_centroids",
+    "tps_bending_energy_matrix",
+    "tps_interpolation_matrix",
+    "tps_kernel_matrix",
+    "tps_system_matrix",
+    "unwarp_images",
+    "warp_adjoint",
+    "warp_basis",
+    "warp_grid",
+    "warp_grids",
+    "warp_images",
+    "warp_normal",
 ]
