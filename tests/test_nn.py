@@ -167,3 +167,28 @@ def test_zennit_attributes_through_the_canonized_distance_model(digits_model):
     torch.testing.assert_close(model(x), distances)  # restored afterwards
     assert zennit.__name__ == "zennit"
     np.testing.assert_array_equal(out.argmax(1).numpy(), c)
+
+
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_neon_with_distance_offsets_uses_root_points_on_the_shifted_hyperplane(per_sample):
+    """d_k = ||x - mu_k||^2 + o_k: relevance matches the root-point rule and conserves."""
+    gen = torch.Generator().manual_seed(1)
+    centers = torch.randn(30, 4, 5, generator=gen, dtype=torch.float64) if per_sample \
+        else CENTERS
+    offset = torch.rand(30, 4, generator=gen, dtype=torch.float64) * 3
+    target = torch.arange(30) % 4
+    R, f = neon_relevance(X, centers, target, beta=0.7, offset=offset)
+    torch.testing.assert_close(R.sum(1), f, rtol=1e-10, atol=1e-10)
+    for i in range(30):
+        mu = centers[i] if per_sample else centers
+        c = int(target[i])
+        comps = [k for k in range(4) if k != c]
+        d = ((X[i] - mu) ** 2).sum(1) + offset[i]
+        h = d[comps] - d[c]
+        p = torch.softmax(-0.7 * h, 0) * h.min()
+        expected = torch.zeros(5, dtype=torch.float64)
+        for j, k in enumerate(comps):
+            w = 2 * (mu[c] - mu[k])
+            root = 0.5 * (mu[c] + mu[k]) - (offset[i, k] - offset[i, c]) * w / (w @ w)
+            expected += p[j] * (X[i] - root) * w / h[j]
+        torch.testing.assert_close(R[i], expected, rtol=1e-8, atol=1e-10)

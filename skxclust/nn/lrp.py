@@ -85,8 +85,14 @@ def midpoint_relevance(
     h: torch.Tensor,
     competitor_relevance: torch.Tensor,
     eps: float = 1e-12,
+    offset: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Midpoint rule: propagate competitor relevance onto the input features.
+
+    With an ``offset`` (distances ``||x - mu_k||^2 + offset_k``), ``h_ck`` gains the
+    constant ``p_k = offset_k - offset_c`` and the root point moves from the midpoint
+    ``m_ck`` along ``w_ck`` onto the decision hyperplane, ``r_ck = m_ck - p_k w_ck /
+    ||w_ck||^2``; the extra term ``R_k p_k w_ck**2 / (h_ck ||w_ck||^2)`` keeps the sum exact.
 
     Parameters
     ----------
@@ -101,6 +107,8 @@ def midpoint_relevance(
         ``R_k``; zero in the target column.
     eps : float
         Relative guard against division by ``h_ck ~ 0`` (sign-aware).
+    offset : Tensor of shape (B, K), optional
+        Additive term of each squared distance (e.g. a warp penalty).
 
     Returns
     -------
@@ -118,7 +126,25 @@ def midpoint_relevance(
         mu_c = centers[torch.arange(x.shape[0], device=x.device), target]
         weighted_mu = torch.einsum("bk,bkd->bd", a, centers)
         weighted_mu_sq = torch.einsum("bk,bkd->bd", a, centers * centers)
-    return 2.0 * x * (a_sum * mu_c - weighted_mu) - (a_sum * mu_c * mu_c - weighted_mu_sq)
+    relevance = 2.0 * x * (a_sum * mu_c - weighted_mu) - (a_sum * mu_c * mu_c - weighted_mu_sq)
+    if offset is None:
+        return relevance
+    # sum_k g_k w_k**2 with w_k = 2 (mu_c - mu_k) and g_k = a_k p_k / ||w_k||^2
+    p = offset - offset.gather(1, target[:, None])
+    if centers.dim() == 2:
+        sq = (centers * centers).sum(1)
+        w_norm2 = 4.0 * ((mu_c * mu_c).sum(1, keepdim=True) - 2.0 * mu_c @ centers.T + sq)
+    else:
+        diff = mu_c[:, None, :] - centers
+        w_norm2 = 4.0 * (diff * diff).sum(-1)
+    g = torch.where(w_norm2 > 0, a * p / w_norm2.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
+    g_sum = g.sum(dim=1, keepdim=True)
+    if centers.dim() == 2:
+        g_mu, g_mu_sq = g @ centers, g @ (centers * centers)
+    else:
+        g_mu = torch.einsum("bk,bkd->bd", g, centers)
+        g_mu_sq = torch.einsum("bk,bkd->bd", g, centers * centers)
+    return relevance + 4.0 * (g_sum * mu_c * mu_c - 2.0 * mu_c * g_mu + g_mu_sq)
 
 
 def neon_relevance(
@@ -127,6 +153,7 @@ def neon_relevance(
     target: torch.Tensor,
     beta: float,
     eps: float = 1e-12,
+    offset: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """NEON explanation of the k-means evidence for ``target``.
 
@@ -140,6 +167,8 @@ def neon_relevance(
         Soft-min stiffness in ``[0, inf]``.
     eps : float
         Guard of :func:`midpoint_relevance`.
+    offset : Tensor of shape (B, K), optional
+        Additive term of each squared distance, ``d_k = ||x - mu_k||^2 + offset_k``.
 
     Returns
     -------
@@ -168,8 +197,10 @@ def neon_relevance(
         sq = (centers * centers).sum(dim=-1)
     g = 2.0 * xm - sq  # h_ck = g_c - g_k
     h = g.gather(1, target[:, None]) - g
+    if offset is not None:
+        h = h + (offset - offset.gather(1, target[:, None]))
     r_comp, f = softmin_redistribution(h, target, beta)
-    return midpoint_relevance(x, centers, target, h, r_comp, eps=eps), f
+    return midpoint_relevance(x, centers, target, h, r_comp, eps=eps, offset=offset), f
 
 
 def root_point_relevance(
