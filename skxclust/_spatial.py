@@ -121,8 +121,6 @@ class WarpGeometry:
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  warp_penalty, n_candidates, update_steps, batch_size, verbose=0):
         self.image_shape = image_shape
-        self.n_candidates = n_candidates
-        self.update_steps = update_steps
         self.n_landmarks = n_landmarks
         self.transform = transform
         self.n_steps = n_steps
@@ -237,10 +235,18 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
     Warps are found by Adam for all (sample, centroid) pairs of a chunk of ``batch_size``
     samples at once; the TPS system is inverted once, so a warp costs one matrix product
     with the landmark offsets. Lloyd iterations assign each sample to the centroid with the
-    smallest warped distance, then set each centroid to the adjoint-weighted average of its
-    members, :math:`\sum_i S_i^\top x_i / \sum_i S_i^\top 1`, with :math:`S_i` the
-    resampling operator of member :math:`i`'s warp: the members brought back into the
-    centroid frame, so centroids stay sharp.
+    smallest warped distance, then set each centroid to the image minimising its members'
+    distortion for the fixed warps: the least-squares solution of
+    :math:`(\sum_i S_i^\top S_i)\,\mu = \sum_i S_i^\top x_i` (:math:`S_i` the resampling
+    operator of member :math:`i`'s warp), by ``update_steps`` conjugate-gradient steps
+    started from the adjoint-weighted average :math:`\sum_i S_i^\top x_i / \sum_i
+    S_i^\top 1` (the members splatted back into the centroid frame). Centroids stay sharp,
+    and the distortion does not rise from one iteration to the next.
+
+    The default initialisation over-segments with Euclidean k-means (``2 * n_clusters``
+    clusters, best inertia of 10 k-means++ runs) and merges the clusters whose union raises
+    the warped distortion least (Ward criterion on warped distances between centroids), so
+    variants of one shape (e.g. slanted and upright digits) start in one cluster.
 
     Parameters
     ----------
@@ -267,12 +273,23 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
     warp_penalty : float, default=1e-3
         Weight of the squared landmark displacement, relative to the sample's contrast
         energy ``||x - mean(x)||^2``. Larger values allow smaller deformations.
-    init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
-            default="k-means++"
-        Seeding (Euclidean k-means++), or initial centroids (then a single init is run).
+    n_candidates : int or None, default=3
+        Screening of assignments: after a quarter of ``n_steps``, only the
+        ``n_candidates`` centroids with the lowest loss so far keep being optimised for a
+        sample (their trajectories are unchanged); None optimises every pair fully.
+        :meth:`transform` always optimises every pair.
+    update_steps : int, default=10
+        Conjugate-gradient steps of the centroid update; 0 keeps the better of the previous
+        centroid and the adjoint-weighted average.
+    init : {"k-means+merge", "k-means", "k-means++", "random"} or array-like of shape \
+            (n_clusters, n_features), default="k-means+merge"
+        "k-means+merge": Euclidean k-means with ``2 * n_clusters`` clusters, merged by
+        warped distances (see above). "k-means": the best of 10 Euclidean k-means runs.
+        "k-means++" / "random": single samples as seeds. An array: the initial centroids
+        (then a single init is run).
     n_init : "auto" or int, default="auto"
-        Number of seedings; the run with the lowest distortion is kept (no labels are
-        used). "auto" is 1 for k-means++ and 10 otherwise.
+        Number of initialisations; the run with the lowest distortion is kept (no labels
+        are used). "auto" is 10 for "random" and 1 otherwise.
     max_iter : int, default=20
         Maximum number of Lloyd iterations per init.
     tol : float, default=1e-4
@@ -310,23 +327,28 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
 
     Notes
     -----
-    Computation runs in the dtype of X: pass float32 images for speed. ``transform``
-    returns ``sqrt`` of the penalised warped distances, ``score`` minus the distortion.
+    Computation runs in the dtype of X: pass float32 images for speed. :meth:`transform`
+    returns ``sqrt`` of the penalised warped distances, :meth:`score` minus the distortion,
+    so ``GridSearchCV`` over ``n_landmarks`` or ``learning_rate`` works by default. Memory
+    is bounded by ``batch_size * n_clusters * n_features``, never ``n_samples * n_clusters
+    * n_features``.
 
     Examples
     --------
+    Three rings and three bars at different positions: k-means groups them by position,
+    ST K-means by shape.
+
     >>> import numpy as np
     >>> from skxclust import SpatialTransformerKMeans
-    >>> rng = np.random.default_rng(0)
-    >>> bar = np.zeros((8, 8)); bar[2:6, 3] = 1.0
-    >>> X = np.stack([np.roll(bar, s, axis=1).ravel() for s in (-1, 0, 1)]
-    ...              + [bar.T.ravel(), np.roll(bar.T, 1, axis=0).ravel()])
-    >>> km = SpatialTransformerKMeans(n_clusters=2, n_landmarks=4, n_steps=20,
-    ...                               random_state=0).fit(X)
-    >>> km.cluster_centers_.shape
-    (2, 64)
-    >>> km.align(X).shape
-    (5, 64)
+    >>> yy, xx = np.mgrid[-1:1:12j, -1:1:12j]
+    >>> def ring(dx): return np.exp(-(np.hypot(xx - dx, yy) - 0.5) ** 2 / 0.05).ravel()
+    >>> def bar(dx): return (np.exp(-(xx - dx) ** 2 / 0.05) * (abs(yy) < 0.7)).ravel()
+    >>> X = np.stack([ring(d) for d in (-0.25, 0, 0.25)] + [bar(d) for d in (-0.25, 0, 0.25)])
+    >>> st = SpatialTransformerKMeans(n_clusters=2, n_landmarks=9, random_state=0).fit(X)
+    >>> st.labels_
+    array([1, 1, 1, 0, 0, 0])
+    >>> st.align(X).shape  # every sample in the frame of its centroid
+    (6, 144)
     """
 
     _parameter_constraints: dict = {

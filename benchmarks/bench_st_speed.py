@@ -1,0 +1,213 @@
+"""Speed and memory of SpatialTransformerKMeans, against a per-pair kornia TPS baseline.
+
+Run by hand: ``python benchmarks/bench_st_speed.py``; it prints a summary and writes
+``benchmarks/results/st_speed.json`` with machine information and parameters.
+
+1. Alignment step: warp optimisation of (MNIST sample, centroid) pairs, 28 x 28, 16 TPS
+   landmarks, the same Adam steps, learning rate and penalty on both sides.
+   - baseline: one pair at a time with kornia's ``get_tps_transform`` (solves the TPS system
+     at every step) + ``warp_image_tps`` and ``torch.optim.Adam`` (timed on a few pairs,
+     extrapolated per pair);
+   - ours: :func:`skxclust.nn.optimize_warps` on all pairs of ``batch_size`` samples x K
+     centroids at once (TPS system inverted once), every pair running every step; and with
+     the estimator's default screening (only the 3 best centroids of a sample run all steps).
+   Both warps are checked to be the same map first.
+2. Full ``fit`` of the default estimator on MNIST-5k (10 clusters), wall time.
+3. Peak memory of ``fit`` (default parameters, ``max_iter=2``) at N = 5000 vs N = 1000, each in
+   a fresh process: peak resident set size, and its increase over the resident size just
+   before ``fit``.
+
+All with ``torch.set_num_threads(2)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before torch loads OpenMP: idle workers sleep instead of spinning (see _st_common).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from _st_common import load_mnist5k, machine_info, set_threads  # noqa: E402
+
+from skxclust import SpatialTransformerKMeans  # noqa: E402
+from skxclust.metrics import clustering_accuracy  # noqa: E402
+from skxclust.nn import control_points, make_warp_model, optimize_warps, warp_grids  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "st_speed.json"
+TARGETS = {"alignment_speedup": 10.0, "fit_seconds": 300.0, "memory_ratio": 1.3}
+ALIGN = {"n_landmarks": 16, "n_steps": 40, "learning_rate": 0.01, "penalty": 0.05,
+         "n_clusters": 10}
+
+
+def kornia_pair(sample, centroid, centers, n_steps, lr, penalty):
+    """Optimise one pair with kornia's TPS, solving the TPS system at every step."""
+    from kornia.geometry.transform import get_tps_transform, warp_image_tps
+
+    delta = torch.zeros(1, centers.shape[0], 2, requires_grad=True)
+    opt = torch.optim.Adam([delta], lr=lr)
+    src = centers[None]
+    side = int(round(sample.numel() ** 0.5))
+    image, target = centroid.reshape(1, 1, side, side), sample.reshape(1, 1, side, side)
+    for _ in range(n_steps):
+        # f(c) = c + delta: the sampling grid moves landmark c to c + delta (as ours).
+        kernel, affine = get_tps_transform(src, src + delta)
+        warped = warp_image_tps(image, src + delta, kernel, affine, align_corners=True)
+        loss = ((warped - target) ** 2).sum() + penalty * (delta**2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        kernel, affine = get_tps_transform(src, src + delta)
+        warped = warp_image_tps(image, src + delta, kernel, affine, align_corners=True)
+        return float(((warped - target) ** 2).sum() + penalty * (delta**2).sum())
+
+
+def compare_warps(model, centers, scale=0.05) -> dict:
+    """Sampling grids of kornia's TPS and ours for the same landmark offsets.
+
+    Both send landmark c to c + delta. Between landmarks they differ to second order:
+    kornia centres its kernels on the displaced landmarks, ours on the rest positions.
+    """
+    from kornia.geometry.transform import get_tps_transform, warp_points_tps
+
+    gen = torch.Generator().manual_seed(0)
+    delta = scale * torch.randn(3, centers.shape[0], 2, generator=gen, dtype=torch.float64)
+    src = centers.to(torch.float64).expand(3, -1, -1)
+    kernel, affine = get_tps_transform(src, src + delta)
+    points = model.points.to(torch.float64).expand(3, -1, -1)
+    theirs = warp_points_tps(points, src + delta, kernel, affine)
+    model64 = make_warp_model(model.shape, centers.shape[0], "tps", torch.float64)
+    ours = warp_grids(model64, delta).reshape(3, -1, 2)
+    at_landmarks = warp_points_tps(src, src + delta, kernel, affine)
+    return {"offset_scale": scale,
+            "max_grid_difference_at_landmarks": float((at_landmarks - src - delta).abs().max()),
+            "max_grid_difference_in_pixels": float((theirs - ours).abs().max()
+                                                   * (model.shape[1] - 1) / 2)}
+
+
+def bench_alignment(X, n_baseline_pairs, batch_size) -> dict:
+    cfg = ALIGN
+    model = make_warp_model((28, 28), cfg["n_landmarks"], "tps", torch.float32)
+    centers = control_points(4, 2, torch.float32)
+    Xt = torch.as_tensor(X)
+    centroids = Xt[: cfg["n_clusters"] * 50 : 50].clone()
+    samples = Xt[1000 : 1000 + batch_size]
+    warp_check = compare_warps(model, centers)
+
+    t0 = time.perf_counter()
+    kornia_losses = []
+    pairs = [(i % batch_size, i % cfg["n_clusters"]) for i in range(n_baseline_pairs)]
+    for i, k in pairs:
+        kornia_losses.append(kornia_pair(samples[i], centroids[k], centers, cfg["n_steps"],
+                                         cfg["learning_rate"], cfg["penalty"]))
+    kornia_per_pair = (time.perf_counter() - t0) / n_baseline_pairs
+
+    def ours(**kw):
+        optimize_warps(samples[:4], centroids, model, n_steps=2)  # warm-up
+        t = time.perf_counter()
+        losses, _ = optimize_warps(samples, centroids, model, n_steps=cfg["n_steps"],
+                                   learning_rate=cfg["learning_rate"],
+                                   penalty=cfg["penalty"], **kw)
+        return (time.perf_counter() - t) / (batch_size * cfg["n_clusters"]), losses
+
+    ours_per_pair, losses = ours()
+    screened_per_pair, _ = ours(n_candidates=3, screen_steps=cfg["n_steps"] // 4)
+    ours_same = [float(losses[i, k]) for i, k in pairs]
+    return {
+        "config": {**cfg, "image": [28, 28], "batch_size": batch_size,
+                   "baseline_pairs_timed": n_baseline_pairs},
+        "kornia_vs_ours_same_offsets": warp_check,
+        "kornia_seconds_per_pair": kornia_per_pair,
+        "ours_seconds_per_pair": ours_per_pair,
+        "ours_screened_seconds_per_pair": screened_per_pair,
+        "speedup": kornia_per_pair / ours_per_pair,
+        "speedup_screened": kornia_per_pair / screened_per_pair,
+        "mean_final_loss_kornia": float(np.mean(kornia_losses)),
+        "mean_final_loss_ours_same_pairs": float(np.mean(ours_same)),
+    }
+
+
+def bench_fit(X, y) -> dict:
+    est = SpatialTransformerKMeans(n_clusters=10, random_state=0, verbose=1)
+    t0 = time.perf_counter()
+    est.fit(X)
+    seconds = time.perf_counter() - t0
+    return {"n_samples": int(X.shape[0]), "params": "defaults, n_clusters=10, random_state=0",
+            "seconds": seconds, "n_iter": int(est.n_iter_),
+            "seconds_per_iteration": seconds / est.n_iter_,
+            "accuracy": float(clustering_accuracy(y, est.labels_))}
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def memory_child(n: int) -> None:
+    """Run in a fresh process: fit on n samples and print the memory figures as JSON."""
+    set_threads()
+    X, _ = load_mnist5k(n)
+    before = rss_bytes()
+    SpatialTransformerKMeans(n_clusters=10, random_state=0, max_iter=2).fit(X)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"n_samples": n, "rss_before_fit": before, "peak_rss": peak}))
+
+
+def bench_memory(sizes=(1000, 5000)) -> dict:
+    out = {}
+    for n in sizes:
+        proc = subprocess.run([sys.executable, __file__, "--memory-child", str(n)],
+                              capture_output=True, text=True, check=True)
+        out[n] = json.loads(proc.stdout.strip().splitlines()[-1])
+    small, large = out[sizes[0]], out[sizes[1]]
+    inc = {n: v["peak_rss"] - v["rss_before_fit"] for n, v in out.items()}
+    return {
+        "runs": list(out.values()),
+        "params": "defaults, n_clusters=10, random_state=0, max_iter=2",
+        "peak_rss_ratio": large["peak_rss"] / small["peak_rss"],
+        "fit_increase_ratio": inc[sizes[1]] / inc[sizes[0]],
+        "fit_increase_mib": {str(n): v / 2**20 for n, v in inc.items()},
+        "data_mib": {str(n): n * 784 * 4 / 2**20 for n in sizes},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--baseline-pairs", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--skip-fit", action="store_true")
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    set_threads()
+    info = machine_info()
+    X, y = load_mnist5k()
+    result = {"machine": info, "targets": TARGETS}
+    result["alignment"] = bench_alignment(X, args.baseline_pairs, args.batch_size)
+    print(json.dumps(result["alignment"], indent=1), flush=True)
+    if not args.skip_fit:
+        result["fit_mnist5k"] = bench_fit(X, y)
+        print(json.dumps(result["fit_mnist5k"], indent=1), flush=True)
+    result["memory"] = bench_memory()
+    print(json.dumps(result["memory"], indent=1), flush=True)
+    result["load_average_at_end"] = list(os.getloadavg())
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {RESULTS.name}")
+
+
+if __name__ == "__main__":
+    main()
