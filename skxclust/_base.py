@@ -10,6 +10,8 @@ Both estimators drive :func:`lloyd` with a *geometry* object that knows how to m
 ``geometry.translation_invariant``
     True when distances do not change if X and the centroids are shifted together
     (then the data are centred for numerical accuracy).
+``geometry.lloyd_threads(X, centers) -> int | None`` (optional)
+    torch intra-op threads for the loop; None (or no such method) keeps torch's setting.
 
 :class:`EuclideanGeometry` is plain k-means; ST K-means plugs in a warping geometry.
 """
@@ -31,6 +33,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._threads import serial_threads, torch_threads
 from ._validation import (
     check_magnitude,
     check_sample_weight,
@@ -74,6 +77,10 @@ class EuclideanGeometry:
     def __init__(self, batch_size: int = 4096):
         self.batch_size = batch_size
         self._cache: dict[str, tuple] = {}
+
+    def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
+        """Intra-op threads :func:`lloyd` should use (None: torch's setting)."""
+        return serial_threads(X, centers.shape[0])
 
     def _cached(self, name: str, tensor: torch.Tensor, compute):
         hit = self._cache.get(name)
@@ -148,9 +155,15 @@ def kmeans_plusplus(
     -------
     Tensor of shape (n_clusters, D)
     """
-    n = X.shape[0]
     if n_local_trials is None:
         n_local_trials = 2 + int(math.log(n_clusters))
+    with torch_threads(serial_threads(X, n_local_trials)):
+        return _kmeans_plusplus(X, n_clusters, sample_weight, generator, n_local_trials)
+
+
+def _kmeans_plusplus(X, n_clusters, sample_weight, generator, n_local_trials):
+    """Body of :func:`kmeans_plusplus`, run under its thread setting."""
+    n = X.shape[0]
     sw = sample_weight.detach().to("cpu", torch.float64)
     x_sq = row_norms(X)  # once, not per candidate batch
 
@@ -201,6 +214,13 @@ def lloyd(
     n_iter : int
         Number of iterations run (>= 1).
     """
+    hint = getattr(geometry, "lloyd_threads", None)
+    with torch_threads(None if hint is None else hint(X, centers)):
+        return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
+
+
+def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history):
+    """Body of :func:`lloyd`, run under the geometry's thread setting."""
     t0 = time.perf_counter()
     assignment = geometry.assign(X, centers)
     n_iter = 0
