@@ -11,6 +11,7 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import Assignment, BaseTorchKMeans, EuclideanGeometry, kmeans_plusplus, lloyd
+from ._threads import torch_threads
 from .nn.align import optimize_pairs, optimize_warps, solve_centroids
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS, make_warp_model, unwarp_images
@@ -117,6 +118,9 @@ class WarpGeometry:
     """
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
+    # Below this many (sample, centroid, pixel) terms per chunk, each of the ~100 small ops
+    # of an Adam step costs more in thread barriers than it gains from a second thread.
+    serial_below = 2**17
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  warp_penalty, n_candidates, update_steps, batch_size, verbose=0):
@@ -155,13 +159,19 @@ class WarpGeometry:
             screen_steps=max(1, self.n_steps // 4),
         )
 
+    def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
+        """Intra-op threads for this data: 1 for small chunks on the CPU, else unchanged."""
+        terms = min(self.batch_size, X.shape[0]) * centers.shape[0] * X.shape[1]
+        return 1 if X.device.type == "cpu" and terms < self.serial_below else None
+
     def _chunks(self, n: int):
         return [slice(i, min(i + self.batch_size, n)) for i in range(0, n, self.batch_size)]
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Deformation-invariant squared distances, shape (n, K)."""
         chunks = self._chunks(X.shape[0])
-        return torch.cat([self._optimize(X[sl], centers, screen=False)[0] for sl in chunks])
+        with torch_threads(self.lloyd_threads(X, centers)):
+            return torch.cat([self._optimize(X[sl], centers, screen=False)[0] for sl in chunks])
 
     def _remembered(self, X):
         mem = self._memory
@@ -171,6 +181,10 @@ class WarpGeometry:
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         """Labels, distances and the warp of every sample to its assigned centroid."""
+        with torch_threads(self.lloyd_threads(X, centers)):
+            return self._assign(X, centers)
+
+    def _assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         t0 = time.perf_counter()
         n = X.shape[0]
         model = self.model(X)
@@ -212,8 +226,9 @@ class WarpGeometry:
     def aligned(self, X: torch.Tensor, assignment: Assignment) -> torch.Tensor:
         """Each sample resampled into the frame of its centroid, shape (n, P)."""
         model = self.model(X)
-        return torch.cat([unwarp_images(X[sl], model, assignment.state[sl])
-                          for sl in self._chunks(X.shape[0])])
+        with torch_threads(self.lloyd_threads(X, X[:1])):
+            return torch.cat([unwarp_images(X[sl], model, assignment.state[sl])
+                              for sl in self._chunks(X.shape[0])])
 
 
 class SpatialTransformerKMeans(BaseTorchKMeans):
