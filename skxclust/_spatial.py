@@ -7,7 +7,7 @@ from numbers import Integral, Real
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseTorchKMeans
+from ._base import BaseTorchKMeans, lloyd
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, resolve_image_shape, ward_merge
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS
@@ -235,9 +235,9 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
         # One warped Lloyd step sharpens the over-segmentation, then its clusters are merged
         # by warped distances between their centroids.
         geometry = self._make_geometry(X.shape[1])
-        assignment = geometry.assign(X, centers)
-        centers, weight = geometry.update(X, centers, assignment, sample_weight)
-        labels = assignment.labels
+        labels, _, centers, _ = lloyd(X, centers, geometry, sample_weight, max_iter=1, tol=0.0)
+        weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
+        weight.index_add_(0, labels, sample_weight)
         d = geometry.pairwise(centers, centers)
         d = (0.5 * (d + d.T)).cpu().to(torch.float64).numpy()
         group = torch.as_tensor(ward_merge(d, weight.cpu().to(torch.float64).numpy(),
