@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from skxclust import ExplainableKMeans
-from skxclust._threads import serial_threads, torch_threads
+from skxclust._threads import _SERIAL_MACS, serial_threads, torch_threads
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def two_threads():
 
 def test_small_cpu_problems_run_serial_large_ones_keep_torch_setting():
     assert serial_threads(torch.zeros(100, 10), 8) == 1
-    assert serial_threads(torch.zeros(1, 2**20), 2**10) is None  # 2**30 multiply-adds
+    assert serial_threads(torch.zeros(1, _SERIAL_MACS), 1) is None
 
 
 def test_torch_threads_sets_then_restores(two_threads):
