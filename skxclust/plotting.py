@@ -233,7 +233,7 @@ def plot_relevance(
     sample_cmap : str, default="gray"
         Colormap of the sample panels.
     titles : sequence of str, default=None
-        One title per sample, put over its relevance map.
+        One title per sample, put over its first panel (the sample when ``show_sample``).
     colorbar : bool, default=True
         Add a colorbar next to every relevance map (each is an extra Axes of the figure).
     fig : matplotlib Figure, default=None
@@ -297,7 +297,7 @@ def plot_relevance(
             if hi > lo:
                 ax.contour(img, levels=[(lo + hi) / 2], colors="k", linewidths=0.8)
         if titles is not None:
-            ax.set_title(titles[i], fontsize=9)
+            panels[per_sample * i].set_title(titles[i], fontsize=9, loc="left")
         if colorbar:
             fig.colorbar(mappable, ax=ax, shrink=0.8)
     return fig
