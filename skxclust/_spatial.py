@@ -8,6 +8,7 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseTorchKMeans, lloyd
+from ._spatial_explain import WarpExplanationMixin
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, resolve_image_shape, ward_merge
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS
@@ -15,7 +16,7 @@ from .nn.warps import TRANSFORMS
 __all__ = ["SpatialTransformerKMeans"]
 
 
-class SpatialTransformerKMeans(BaseTorchKMeans):
+class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     r"""K-means whose distance is measured after warping each centroid onto each sample.
 
     ST K-means (Cosentino et al., "Spatial Transformer K-Means", 2022) replaces the
@@ -104,6 +105,10 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
         Seeds the initialisation (through a local ``torch.Generator``).
     verbose : int, default=0
         1: one line per Lloyd iteration (distortion, time). 2: also per alignment pass.
+    beta : "auto" or float, default="auto"
+        Soft-min stiffness of :meth:`explain` (as in :class:`ExplainableKMeans`). "auto"
+        uses ``1 / mean f_c(x)`` over up to 512 evenly spaced training rows (the evidence of
+        every row needs a full alignment pass, so the mean is estimated on a subset).
 
     Attributes
     ----------
@@ -113,6 +118,8 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
     inertia_ : float
         Distortion: weighted sum of the (penalised) warped squared distances of the samples
         to their centroid.
+    beta_ : float
+        The resolved soft-min stiffness used by :meth:`explain`.
     n_iter_ : int
         Lloyd iterations of the kept run.
     image_shape_ : tuple of int
@@ -163,6 +170,7 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
         "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
         "update_steps": [Interval(Integral, 0, None, closed="left")],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
+        "beta": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
     }
 
     def __init__(
@@ -185,6 +193,7 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
         device="auto",
         random_state=None,
         verbose=0,
+        beta="auto",
     ):
         self.n_clusters = n_clusters
         self.image_shape = image_shape
@@ -203,6 +212,7 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.beta = beta
 
     # -- hooks of BaseTorchKMeans ------------------------------------------------------
     def _check_input_geometry(self, n_features: int) -> None:
@@ -253,6 +263,7 @@ class SpatialTransformerKMeans(BaseTorchKMeans):
 
     def _after_fit(self, X, labels, centers) -> None:
         self.image_shape_ = resolve_image_shape(self.image_shape, X.shape[1])
+        self.beta_ = self._resolve_beta(X, labels, centers, self._make_geometry(X.shape[1]))
 
     # -- inspection ----------------------------------------------------------------------
     def align(self, X):

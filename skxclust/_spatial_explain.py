@@ -1,0 +1,144 @@
+r"""Cluster evidence and NEON relevance maps for SpatialTransformerKMeans.
+
+With the optimal warps fixed, centroid ``k`` warped onto sample ``x`` is an *effective
+centroid* :math:`a_k = S_k \mu_k`, and the deformation-invariant distance is
+:math:`d_k(x) = \lVert x - a_k\rVert^2 + o_k` with the warp penalty
+:math:`o_k = \lambda(x)\lVert\delta_k\rVert^2` held fixed. The evidence
+
+.. math::  f_c(x) = \min_{k\ne c} d_k(x) - d_c(x)
+   = \min_{k\ne c}\; 2(a_c - a_k)^\top x + \lVert a_k\rVert^2 - \lVert a_c\rVert^2 + o_k - o_c
+
+is exactly the neuralized k-means form with per-sample centroids ``a`` and a constant per
+competitor. NEON applies unchanged: soft-min over competitors, then the midpoint rule with
+root points ``r_ck = m_ck - (o_k - o_c) w_ck / ||w_ck||^2`` on each decision hyperplane
+(:func:`skxclust.nn.neon_relevance` with ``offset``). Relevance therefore sums to
+``f_c(x)`` exactly, lands on the input pixels the warps actually compare, and equals
+ExplainableKMeans' relevance when the warps are the identity (``n_steps=0``).
+
+``frame="centroid"`` transports each map into the target centroid's frame by the
+normalised adjoint of that warp, ``S_c^T (R / S_c 1)``: every input pixel's relevance is
+split over the centroid pixels it was interpolated from. It is conserved except for pixels
+whose warped position falls outside the centroid image (they have no source).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._validation import check_beta, check_target
+from .nn.lrp import neon_relevance
+from .nn.neuralized import cluster_evidence
+from .nn.warps import warp_adjoint, warp_images
+
+__all__ = ["WarpExplanationMixin"]
+
+_BETA_SAMPLE = 512  # training rows used to resolve beta="auto"
+
+
+class WarpExplanationMixin:
+    """``decision_function``, ``explain`` and ``beta_`` for a warping k-means."""
+
+    def _warped_evidence_chunks(self, Xt, centers, geometry):
+        """Yield (slice, losses (B, K), warps (B, K, n_basis, D)) per chunk.
+
+        Uses the same optimisation as ``predict`` (candidate screening included), so the
+        arg-max of the evidence is the predicted label.
+        """
+        for sl in geometry._chunks(Xt.shape[0]):
+            losses, warps = geometry._optimize(Xt[sl], centers, screen=True)
+            yield sl, losses, warps
+
+    def _resolve_beta(self, Xt, labels, centers, geometry) -> float:
+        if self.beta != "auto":
+            return float(self.beta)
+        if centers.shape[0] < 2:
+            return 0.0
+        idx = np.unique(np.linspace(0, Xt.shape[0] - 1, _BETA_SAMPLE).astype(np.int64))
+        sub = Xt[torch.from_numpy(idx).to(Xt.device)]
+        f = torch.cat([cluster_evidence(losses).max(dim=1).values
+                       for _, losses, _ in self._warped_evidence_chunks(sub, centers, geometry)])
+        mean_f = float(f.mean())
+        return 1.0 / mean_f if mean_f > 0 else float("inf")
+
+    def decision_function(self, X):
+        """Deformation-invariant cluster evidence ``f_c(x) = min_{k != c} d_k - d_c``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_clusters)
+            ``argmax`` along axis 1 equals :meth:`predict`; ``+inf`` when n_clusters == 1.
+        """
+        Xt, centers, geometry = self._prepare(X)
+        out = torch.empty(Xt.shape[0], centers.shape[0], dtype=Xt.dtype, device=Xt.device)
+        for sl, losses, _ in self._warped_evidence_chunks(Xt, centers, geometry):
+            out[sl] = cluster_evidence(losses)
+        return out.cpu().numpy()
+
+    def explain(self, X, target=None, beta=None, frame="input"):
+        """Relevance maps of the warped-distance cluster assignment (NEON).
+
+        The optimal warps are treated as fixed linear resampling operators: centroid ``k``
+        warped onto the sample, ``a_k = S_k mu_k``, is an effective centroid, and the
+        penalty of each warp a constant. The evidence ``f_c(x)`` then has the neuralized
+        k-means form and is explained by the soft-min + midpoint rule of
+        :class:`ExplainableKMeans` (with root points shifted by the penalty difference).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        target : None, int or array-like of shape (n_samples,), default=None
+            Cluster to explain: the assigned one (None), one for all rows, or one per row.
+        beta : float, default=None
+            Soft-min stiffness in ``[0, inf]``; None uses ``beta_``.
+        frame : {"input", "centroid"}, default="input"
+            "input": maps on the sample's pixels; rows sum to ``f_target(x)`` exactly.
+            "centroid": maps moved into the target centroid's frame by the normalised
+            adjoint of its warp (aligned with ``cluster_centers_``); conserved except for
+            relevance on pixels that the warp samples from outside the centroid image.
+
+        Returns
+        -------
+        relevance : ndarray of shape (n_samples, n_features)
+            Same dtype as X.
+        """
+        if frame not in ("input", "centroid"):
+            raise ValueError(f"frame must be 'input' or 'centroid', got {frame!r}.")
+        Xt, centers, geometry = self._prepare(X)
+        n_clusters = centers.shape[0]
+        if n_clusters < 2:
+            raise ValueError(
+                f"explain needs n_clusters >= 2 (there is no competitor to explain "
+                f"against); got n_clusters={n_clusters}."
+            )
+        beta = self.beta_ if beta is None else check_beta(beta)
+        tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
+        model = geometry.model(Xt)
+        out = torch.empty_like(Xt)
+        for sl, losses, warps in self._warped_evidence_chunks(Xt, centers, geometry):
+            x = Xt[sl]
+            rows = torch.arange(x.shape[0], device=x.device)
+            tgt = losses.argmin(dim=1) if tgt_np is None else \
+                torch.from_numpy(tgt_np[sl]).to(x.device)
+            effective = warp_images(centers, model, warps.transpose(0, 1)).transpose(0, 1)
+            offset = losses - ((x[:, None, :] - effective) ** 2).sum(-1)
+            relevance, _ = neon_relevance(x, effective, tgt, beta, offset=offset)
+            if frame == "centroid":
+                relevance = self._to_centroid_frame(relevance, model, warps[rows, tgt])
+            out[sl] = relevance
+        return out.cpu().numpy()
+
+    @staticmethod
+    def _to_centroid_frame(relevance, model, params):
+        """``S^T (R / S 1)`` per row: input-frame maps split onto their source pixels."""
+        n = relevance.shape[0]
+        ones = torch.ones(1, relevance.shape[1], dtype=relevance.dtype, device=relevance.device)
+        coverage = warp_images(ones, model, params[None])[0]  # (B, P): S 1
+        share = torch.where(coverage > 1e-12, relevance / coverage.clamp_min(1e-12), 0.0)
+        rows = torch.arange(n, device=relevance.device)
+        splat, _ = warp_adjoint(share, model, params, rows, n)
+        return splat
