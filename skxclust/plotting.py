@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_centroids", "plot_relevance"]
+__all__ = ["plot_centroids", "plot_pixel_flipping", "plot_relevance"]
 
 _INSTALL_HINT = (
     "skxclust.plotting needs matplotlib, which is an optional dependency; install it with "
@@ -300,4 +300,77 @@ def plot_relevance(
             panels[per_sample * i].set_title(titles[i], fontsize=9, loc="left")
         if colorbar:
             fig.colorbar(mappable, ax=ax, shrink=0.8)
+    return fig
+
+
+def plot_pixel_flipping(results, ax=None, *, figsize=None):
+    """Pixel-flipping curves: cluster evidence left as the most relevant features go.
+
+    Each curve is the mean normalised evidence ``f_c(x_perturbed) / f_c(x)`` after
+    removing a growing fraction of the features, most relevant first (see
+    ``benchmarks/bench_faithfulness.py``); a curve that falls faster (a smaller area)
+    means a more faithful ordering. The legend gives each method's area.
+
+    Parameters
+    ----------
+    results : sequence of dict, or dict with a ``"results"`` key
+        Records with keys ``"method"`` and ``"curve"`` (values at equally spaced
+        fractions removed from 0 to 1), optionally ``"area"``, ``"dataset"``, ``"model"``
+        and ``"fraction_removed"``. The JSON written by the benchmark is accepted as is.
+    ax : matplotlib Axes, default=None
+        Draw every curve into this Axes (labels then name dataset and model when there are
+        several). None: a new Figure with one panel per (dataset, model).
+    figsize : (float, float), default=None
+        Size of the new Figure; ignored when ``ax`` is given.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The Figure drawn into (``ax.figure`` when ``ax`` is given).
+
+    Raises
+    ------
+    ValueError
+        If ``results`` is empty or a record lacks ``"method"`` or ``"curve"``.
+    """
+    plt = _pyplot()
+    records = results.get("results") if isinstance(results, dict) else results
+    records = list(records) if records is not None else []
+    if not records:
+        raise ValueError("results must hold at least one record with 'method' and 'curve'.")
+    groups: dict = {}
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or "method" not in rec or "curve" not in rec:
+            raise ValueError(f"record {i} of results needs the keys 'method' and 'curve'.")
+        key = (rec.get("dataset"), rec.get("model"))
+        groups.setdefault(key, []).append(rec)
+
+    def _name(key):
+        return " / ".join(str(k) for k in key if k is not None)
+
+    if ax is None:
+        n_cols = min(len(groups), 2)
+        n_rows = math.ceil(len(groups) / n_cols)
+        fig = plt.figure(figsize=figsize or (5.0 * n_cols, 3.6 * n_rows), layout="constrained")
+        axes = [fig.add_subplot(n_rows, n_cols, i + 1) for i in range(len(groups))]
+        targets = list(zip(groups, axes))
+    else:
+        fig = ax.figure
+        targets = [(key, ax) for key in groups]
+    for key, target_ax in targets:
+        prefix = f"{_name(key)}: " if ax is not None and len(groups) > 1 else ""
+        for rec in groups[key]:
+            curve = np.asarray(rec["curve"], dtype=float)
+            frac = np.asarray(rec.get("fraction_removed", np.linspace(0, 1, curve.size)))
+            label = f"{prefix}{rec['method']}"
+            if rec.get("area") is not None:
+                label += f" ({float(rec['area']):.3f})"
+            style = "--" if rec["method"] == "random" else "-"
+            target_ax.plot(frac, curve, style, label=label, linewidth=1.5)
+        target_ax.axhline(0.0, color="0.6", linewidth=0.8)
+        target_ax.set_xlabel("fraction of features removed")
+        target_ax.set_ylabel("f_c(x perturbed) / f_c(x)")
+        if ax is None and _name(key):
+            target_ax.set_title(_name(key), fontsize=10)
+        target_ax.legend(fontsize=8, title="method (area)", title_fontsize=8)
     return fig

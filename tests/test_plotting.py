@@ -128,3 +128,19 @@ def test_missing_matplotlib_raises_import_error_naming_the_plot_extra(monkeypatc
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match=r"skxclust\[plot\]"):
         plotting.plot_centroids(np.zeros((2, 4)))
+
+
+def test_plot_pixel_flipping_one_panel_per_group_and_into_given_axes():
+    from skxclust.plotting import plot_pixel_flipping
+
+    curve = [1.0, 0.5, 0.0]
+    records = [{"dataset": d, "model": "m", "method": meth, "curve": curve, "area": 0.5}
+               for d in ("a", "b") for meth in ("explain", "random")]
+    fig = plot_pixel_flipping({"results": records})
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    assert [len(ax.lines) for ax in fig.axes] == [3, 3]  # two curves + the zero line
+    _, ax = plt.subplots()
+    assert plot_pixel_flipping(records[:2], ax=ax) is ax.figure
+    assert "explain (0.500)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(ValueError, match="method"):
+        plot_pixel_flipping([{"curve": curve}])
