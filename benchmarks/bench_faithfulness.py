@@ -195,19 +195,31 @@ def _settings(quick: bool) -> dict:
 def _summary(results: list[dict]) -> list[str]:
     lines = []
     groups: dict[tuple, dict] = {}
+    medians: dict[tuple, dict] = {}
+    n_explained: dict[tuple, int] = {}
     for r in results:
-        groups.setdefault((r["dataset"], r["model"]), {})[r["method"]] = r["area"]
-    for (dataset, model), areas in groups.items():
+        key = (r["dataset"], r["model"])
+        groups.setdefault(key, {})[r["method"]] = r["area"]
+        medians.setdefault(key, {})[r["method"]] = r["area_median_curve"]
+        n_explained[key] = r["n_explained"]
+    for key, areas in groups.items():
+        dataset, model = key
         ranked = sorted(areas, key=areas.get)
         best = ranked[0]
+        best_median = min(medians[key], key=medians[key].get)
         table = ", ".join(f"{m} {areas[m]:.3f}" for m in ranked)
+        tail = (f" On the median curve the best is {best_median}. "
+                f"n_explained={n_explained[key]}.")
         if best == "explain":
+            second = ranked[1]
             lines.append(f"{dataset} / {model}: explain is the best (lowest area) of "
-                         f"{len(areas)} methods ({table}).")
+                         f"{len(areas)} methods, ahead of {second} by "
+                         f"{areas[second] - areas['explain']:.3f} ({table}).{tail}")
         else:
             lines.append(f"{dataset} / {model}: explain is NOT the best: {best} has the "
-                         f"lowest area; explain ranks {ranked.index('explain') + 1} of "
-                         f"{len(areas)} ({table}).")
+                         f"lowest area, {areas['explain'] - areas[best]:.3f} below explain; "
+                         f"explain ranks {ranked.index('explain') + 1} of {len(areas)} "
+                         f"({table}).{tail}")
     return lines
 
 
