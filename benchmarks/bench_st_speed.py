@@ -14,8 +14,8 @@ Run by hand: ``python benchmarks/bench_st_speed.py``; it prints a summary and wr
    Both warps are checked to be the same map first.
 2. Full ``fit`` of the default estimator on MNIST-5k (10 clusters), wall time.
 3. Peak memory of ``fit`` (default parameters, ``max_iter=2``) at N = 5000 vs N = 1000, each in
-   a fresh process: peak resident set size, and its increase over the resident size just
-   before ``fit``.
+   a fresh process: peak resident set size during ``fit`` (the peak counter is reset after
+   loading the data), and its increase over the resident size just before ``fit``.
 
 All with ``torch.set_num_threads(2)``.
 """
@@ -29,7 +29,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -145,23 +144,29 @@ def bench_fit(X, y) -> dict:
     seconds = time.perf_counter() - t0
     return {"n_samples": int(X.shape[0]), "params": "defaults, n_clusters=10, random_state=0",
             "seconds": seconds, "n_iter": int(est.n_iter_),
-            "seconds_per_iteration": seconds / est.n_iter_,
+            "mean_seconds_per_iteration_including_init": seconds / est.n_iter_,
             "accuracy": float(clustering_accuracy(y, est.labels_))}
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
 def memory_child(n: int) -> None:
-    """Run in a fresh process: fit on n samples and print the memory figures as JSON."""
+    """Run in a fresh process: fit on n samples and print the memory figures as JSON.
+
+    The kernel's peak-RSS counter is reset after the data are loaded (``clear_refs``), so
+    the peak is that of ``fit`` alone (the baseline of the process included).
+    """
     set_threads()
     X, _ = load_mnist5k(n)
-    before = rss_bytes()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _status_kib("VmRSS") * 1024
     SpatialTransformerKMeans(n_clusters=10, random_state=0, max_iter=2).fit(X)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"n_samples": n, "rss_before_fit": before, "peak_rss": peak}))
+    peak = _status_kib("VmHWM") * 1024
+    print(json.dumps({"n_samples": n, "rss_before_fit": before, "peak_rss_during_fit": peak}))
 
 
 def bench_memory(sizes=(1000, 5000)) -> dict:
@@ -171,11 +176,11 @@ def bench_memory(sizes=(1000, 5000)) -> dict:
                               capture_output=True, text=True, check=True)
         out[n] = json.loads(proc.stdout.strip().splitlines()[-1])
     small, large = out[sizes[0]], out[sizes[1]]
-    inc = {n: v["peak_rss"] - v["rss_before_fit"] for n, v in out.items()}
+    inc = {n: v["peak_rss_during_fit"] - v["rss_before_fit"] for n, v in out.items()}
     return {
         "runs": list(out.values()),
         "params": "defaults, n_clusters=10, random_state=0, max_iter=2",
-        "peak_rss_ratio": large["peak_rss"] / small["peak_rss"],
+        "peak_rss_ratio": large["peak_rss_during_fit"] / small["peak_rss_during_fit"],
         "fit_increase_ratio": inc[sizes[1]] / inc[sizes[0]],
         "fit_increase_mib": {str(n): v / 2**20 for n, v in inc.items()},
         "data_mib": {str(n): n * 784 * 4 / 2**20 for n in sizes},
@@ -187,6 +192,7 @@ def main() -> None:
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--baseline-pairs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--skip-alignment", action="store_true")
     parser.add_argument("--skip-fit", action="store_true")
     args = parser.parse_args()
     if args.memory_child:
@@ -195,15 +201,22 @@ def main() -> None:
     set_threads()
     info = machine_info()
     X, y = load_mnist5k()
-    result = {"machine": info, "targets": TARGETS}
-    result["alignment"] = bench_alignment(X, args.baseline_pairs, args.batch_size)
-    print(json.dumps(result["alignment"], indent=1), flush=True)
+    # A partial run keeps the sections it skips from the previous results file.
+    result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    result.update({"machine": info, "targets": TARGETS})
+    if not args.skip_alignment:
+        result["alignment"] = {"recorded_at": info["date"],
+                               **bench_alignment(X, args.baseline_pairs, args.batch_size)}
+        print(json.dumps(result["alignment"], indent=1), flush=True)
     if not args.skip_fit:
-        result["fit_mnist5k"] = bench_fit(X, y)
+        result["fit_mnist5k"] = {"recorded_at": info["date"], **bench_fit(X, y)}
         print(json.dumps(result["fit_mnist5k"], indent=1), flush=True)
-    result["memory"] = bench_memory()
+    result["memory"] = {"recorded_at": info["date"], **bench_memory()}
     print(json.dumps(result["memory"], indent=1), flush=True)
     result["load_average_at_end"] = list(os.getloadavg())
+    result["sections_run"] = [k for k, skip in (("alignment", args.skip_alignment),
+                                                ("fit_mnist5k", args.skip_fit)) if not skip]
+    result["sections_run"].append("memory")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {RESULTS.name}")
