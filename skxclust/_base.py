@@ -256,6 +256,11 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
     return assignment.labels, inertia, centers, max(n_iter, 1)
 
 
+def inference_threads(X: torch.Tensor, n_clusters: int):
+    """Thread setting for one inference pass of X against the centroids (see _threads)."""
+    return torch_threads(serial_threads(X, n_clusters))
+
+
 @contextlib.contextmanager
 def restore_on_error(estimator):
     """Put ``estimator.__dict__`` back as it was if the body raises."""
@@ -438,8 +443,10 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         -------
         labels : ndarray of shape (n_samples,)
         """
-        Xt, centers, geometry = self._prepare(X)
-        return geometry.assign(Xt, centers).labels.cpu().numpy()
+        raw = self._validated_tensor(X)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry = self._frame(raw)
+            return geometry.assign(Xt, centers).labels.cpu().numpy()
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit and return ``labels_``. See :meth:`fit`."""
@@ -456,8 +463,10 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_clusters), same float dtype as X.
         """
-        Xt, centers, geometry = self._prepare(X)
-        return geometry.pairwise(Xt, centers).sqrt().cpu().numpy()
+        raw = self._validated_tensor(X)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry = self._frame(raw)
+            return geometry.pairwise(Xt, centers).sqrt().cpu().numpy()
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then return :meth:`transform` of X."""

@@ -10,7 +10,7 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseTorchKMeans, EuclideanGeometry
+from ._base import BaseTorchKMeans, EuclideanGeometry, inference_threads
 from ._validation import check_beta, check_target, resolve_device
 from .nn.lrp import neon_relevance
 from .nn.neuralized import (
@@ -189,8 +189,10 @@ class ExplainableKMeans(BaseTorchKMeans):
             ``argmax`` along axis 1 equals :meth:`predict`; the assigned cluster's value is
             positive (ties aside). With a single cluster every entry is ``+inf``.
         """
-        Xt, centers, geometry = self._prepare(X)
-        return cluster_evidence(geometry.pairwise(Xt, centers)).cpu().numpy()
+        raw = self._validated_tensor(X)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry = self._frame(raw)
+            return cluster_evidence(geometry.pairwise(Xt, centers)).cpu().numpy()
 
     def predict_proba(self, X):
         """Soft assignments ``softmax_k(-||x - mu_k||^2 / (2 T))``, T = ``temperature``.
@@ -206,9 +208,11 @@ class ExplainableKMeans(BaseTorchKMeans):
         ndarray of shape (n_samples, n_clusters)
             Rows sum to one; as ``T -> 0`` they tend to the one-hot hard labels.
         """
-        Xt, centers, geometry = self._prepare(X)
-        d = geometry.pairwise(Xt, centers)
-        return torch.softmax(-d / (2.0 * self.temperature), dim=1).cpu().numpy()
+        raw = self._validated_tensor(X)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry = self._frame(raw)
+            d = geometry.pairwise(Xt, centers)
+            return torch.softmax(-d / (2.0 * self.temperature), dim=1).cpu().numpy()
 
     def explain(self, X, target=None, beta=None, *, rule="epsilon", epsilon=1e-9):
         """Relevance of every input feature for a cluster assignment (NEON / LRP).
@@ -240,29 +244,30 @@ class ExplainableKMeans(BaseTorchKMeans):
             bias-free ReLU networks up to ``epsilon``).
         """
         raw = self._validated_tensor(X)
-        Xt, centers, geometry = self._frame(raw)
         if self.n_clusters < 2:
             raise ValueError(
                 f"explain needs n_clusters >= 2 (there is no competitor to explain "
                 f"against); got n_clusters={self.n_clusters}."
             )
         beta = self.beta_ if beta is None else check_beta(beta)
-        labels = geometry.assign(Xt, centers).labels.cpu().numpy() if target is None else None
-        tgt = check_target(target, Xt.shape[0], centers.shape[0], labels)
-        tgt = torch.from_numpy(tgt).to(Xt.device)
-        if self.feature_extractor is not None:
-            layers_module, dtype = self._extractor(raw.device)
-            layers = supported_layers(layers_module)
-        out = torch.empty_like(raw)
-        for i in range(0, Xt.shape[0], self.batch_size):
-            sl = slice(i, i + self.batch_size)
-            relevance = neon_relevance(Xt[sl], centers, tgt[sl], beta)[0]
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry = self._frame(raw)
+            labels = geometry.assign(Xt, centers).labels.cpu().numpy() if target is None else None
+            tgt = check_target(target, Xt.shape[0], centers.shape[0], labels)
+            tgt = torch.from_numpy(tgt).to(Xt.device)
             if self.feature_extractor is not None:
-                relevance = lrp_backward(
-                    layers, raw[sl].to(dtype), relevance.to(dtype), rule=rule, epsilon=epsilon
-                ).reshape(relevance.shape[0], -1)
-            out[sl] = relevance.to(raw.dtype)
-        return out.cpu().numpy()
+                layers_module, dtype = self._extractor(raw.device)
+                layers = supported_layers(layers_module)
+            out = torch.empty_like(raw)
+            for i in range(0, Xt.shape[0], self.batch_size):
+                sl = slice(i, i + self.batch_size)
+                relevance = neon_relevance(Xt[sl], centers, tgt[sl], beta)[0]
+                if self.feature_extractor is not None:
+                    relevance = lrp_backward(
+                        layers, raw[sl].to(dtype), relevance.to(dtype), rule=rule, epsilon=epsilon
+                    ).reshape(relevance.shape[0], -1)
+                out[sl] = relevance.to(raw.dtype)
+            return out.cpu().numpy()
 
     def as_module(self, kind="neuralized", beta=None):
         """The fitted model as a ``torch.nn.Module`` (for zennit, captum, deep pipelines).
