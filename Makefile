@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(PY) examples/demo.py --output demo_output
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check skxclust tests benchmarks examples
