@@ -9,15 +9,16 @@ import torch
 
 __all__ = ["serial_threads", "torch_threads"]
 
-# Below this many multiply-adds per pass over the data (about a millisecond of work on one
+# Below this many multiply-adds per pass over the data (under a millisecond of work on one
 # core), torch's per-op parallel regions cost more than they save in the many small ops of
-# a Lloyd iteration, and on a shared or virtualised CPU every region can wait milliseconds
-# for a descheduled thread. Measured on 2 cores with sklearn's digits (1797 x 64, K=10):
-# one thread is as fast as two on an idle machine and 10-50x faster on a busy one. Larger
-# problems (e.g. MNIST-5k, 5000 x 784, K=10: ~4e7 per pass) keep torch's threads: there
-# two threads are ~1.6x faster when the machine is idle, although ~5x slower when it is
-# busy. scikit-learn likewise holds BLAS to one thread inside its Lloyd loop.
-_SERIAL_MACS = 2**24
+# a Lloyd iteration or a k-means++ step, and on a shared or virtualised CPU every region
+# can wait milliseconds for a descheduled thread. Measured on 2 cores with sklearn's digits
+# (1797 x 64, K=10: ~1e6 per pass): one thread is as fast as two on an idle machine and
+# 10-50x faster on a busy one. Larger passes (MNIST-5k, 5000 x 784: ~1.6e7 per k-means++
+# step, ~4e7 per Lloyd pass with K=10) keep torch's threads: there two threads are faster
+# on an idle machine, although several times slower on a busy one. scikit-learn likewise
+# holds BLAS to one thread inside its Lloyd loop.
+_SERIAL_MACS = 2**22
 _threads_lock = threading.Lock()
 _threads_state = {"depth": 0, "saved": 0}
 
