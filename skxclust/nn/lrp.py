@@ -118,17 +118,20 @@ def midpoint_relevance(
     a = _relevance_per_unit_h(competitor_relevance, h, eps)
     a = a.masked_fill(_target_mask(target, h.shape[1]), 0.0)
     a_sum = a.sum(dim=1, keepdim=True)
+    # sum_k a_k (mu_c - mu_k) = sum_j coef_j mu_j with coef = a_sum * onehot(c) - a: two
+    # matrix products and two passes over (B, D), nothing of shape (B, K-1, D).
+    coef = (-a).scatter_add_(1, target[:, None], a_sum)
     if centers.dim() == 2:
-        mu_c = centers[target]
-        weighted_mu = a @ centers
-        weighted_mu_sq = a @ (centers * centers)
+        relevance = 2.0 * x * (coef @ centers) - coef @ (centers * centers)
     else:
-        mu_c = centers[torch.arange(x.shape[0], device=x.device), target]
-        weighted_mu = torch.einsum("bk,bkd->bd", a, centers)
-        weighted_mu_sq = torch.einsum("bk,bkd->bd", a, centers * centers)
-    relevance = 2.0 * x * (a_sum * mu_c - weighted_mu) - (a_sum * mu_c * mu_c - weighted_mu_sq)
+        relevance = (2.0 * x * torch.einsum("bk,bkd->bd", coef, centers)
+                     - torch.einsum("bk,bkd->bd", coef, centers * centers))
     if offset is None:
         return relevance
+    if centers.dim() == 2:
+        mu_c = centers[target]
+    else:
+        mu_c = centers[torch.arange(x.shape[0], device=x.device), target]
     # sum_k g_k w_k**2 with w_k = 2 (mu_c - mu_k) and g_k = a_k p_k / ||w_k||^2
     p = offset - offset.gather(1, target[:, None])
     if centers.dim() == 2:
