@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_centroids", "plot_pixel_flipping", "plot_relevance"]
+__all__ = ["plot_alignment", "plot_centroids", "plot_pixel_flipping", "plot_relevance"]
 
 _INSTALL_HINT = (
     "skxclust.plotting needs matplotlib, which is an optional dependency; install it with "
@@ -373,4 +373,42 @@ def plot_pixel_flipping(results, ax=None, *, figsize=None):
         if ax is None and _name(key):
             target_ax.set_title(_name(key), fontsize=10)
         target_ax.legend(fontsize=8, title="method (area)", title_fontsize=8)
+    return fig
+
+
+def plot_alignment(estimator, X, image_shape=None, *, cmap="gray_r", figsize=None):
+    """Show each sample, the sample aligned into its centroid's frame, and the centroid.
+
+    Parameters
+    ----------
+    estimator : fitted SpatialTransformerKMeans
+        Anything with ``predict``, ``align`` and ``cluster_centers_``.
+    X : array-like of shape (n_samples, n_features)
+        A few samples (one row of three panels each).
+    image_shape : (H, W), optional
+        Defaults to the estimator's ``image_shape_``; 1-D signals are drawn as strips.
+    cmap : str, default="gray_r"
+    figsize : (float, float), optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``3 * n_samples`` axes, titled "sample", "aligned", "centroid" on the first row.
+    """
+    rows = _as_rows(X, "X")
+    for name in ("predict", "align", "cluster_centers_"):
+        if not hasattr(estimator, name):
+            raise TypeError(f"plot_alignment needs a fitted estimator with {name!r} "
+                            f"(e.g. SpatialTransformerKMeans); got {type(estimator).__name__}.")
+    shape = _resolve_image_shape(rows.shape[1], image_shape, estimator)
+    labels = estimator.predict(rows)
+    aligned = np.asarray(estimator.align(rows), dtype=np.float64)
+    centers = np.asarray(estimator.cluster_centers_, dtype=np.float64)
+    fig, axes = _panel_axes(3 * len(rows), 3, figsize=figsize)
+    for i, label in enumerate(labels):
+        panels = (rows[i], aligned[i], centers[label])
+        for j, (ax, img) in enumerate(zip(axes[3 * i: 3 * i + 3], panels)):
+            _draw_row(ax, img, shape, cmap=cmap)
+            if i == 0:
+                ax.set_title(("sample", "aligned", f"centroid {label}")[j], fontsize=8)
     return fig

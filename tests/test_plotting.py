@@ -144,3 +144,29 @@ def test_plot_pixel_flipping_one_panel_per_group_and_into_given_axes():
     assert "explain (0.500)" in [t.get_text() for t in ax.get_legend().get_texts()]
     with pytest.raises(ValueError, match="method"):
         plot_pixel_flipping([{"curve": curve}])
+
+
+def test_plot_alignment_draws_sample_aligned_and_centroid_per_row():
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from skxclust import SpatialTransformerKMeans
+    from skxclust.plotting import plot_alignment
+
+    X = load_digits().data[:40]
+    st = SpatialTransformerKMeans(n_clusters=2, n_steps=3, max_iter=1, random_state=0,
+                                  device="cpu").fit(X)
+    fig = plot_alignment(st, X[:3])
+    assert len(fig.axes) == 9
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["sample", "aligned"]
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array().ravel(), X[0])
+
+
+def test_plot_alignment_refuses_an_estimator_without_align():
+    import pytest
+    from sklearn.cluster import KMeans
+
+    from skxclust.plotting import plot_alignment
+
+    with pytest.raises(TypeError, match="align"):
+        plot_alignment(KMeans(2), [[0.0, 1.0, 2.0, 3.0]])
