@@ -11,7 +11,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseTorchKMeans, EuclideanGeometry, inference_threads
-from ._validation import check_beta, check_target, resolve_device
+from ._validation import (
+    check_beta,
+    check_explainable_n_clusters,
+    check_target,
+    resolve_device,
+)
 from .nn.lrp import neon_relevance
 from .nn.neuralized import (
     PairwiseSquaredDistance,
@@ -244,11 +249,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             bias-free ReLU networks up to ``epsilon``).
         """
         raw = self._validated_tensor(X)
-        if self.n_clusters < 2:
-            raise ValueError(
-                f"explain needs n_clusters >= 2 (there is no competitor to explain "
-                f"against); got n_clusters={self.n_clusters}."
-            )
+        check_explainable_n_clusters(self.n_clusters)
         beta = self.beta_ if beta is None else check_beta(beta)
         with inference_threads(raw, self.n_clusters):
             Xt, centers, geometry = self._frame(raw)

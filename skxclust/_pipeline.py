@@ -21,7 +21,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._explainable import ExplainableKMeans
-from ._validation import check_beta, check_target
+from ._validation import check_beta, check_explainable_n_clusters, check_target
 from .nn.lrp import root_point_relevance
 from .nn.neuralized import competitor_index, neuralize
 
@@ -108,8 +108,7 @@ def explain_pipeline(pipeline: Pipeline, X, target=None, beta=None) -> np.ndarra
     if km.feature_extractor is not None:
         raise ValueError("explain_pipeline does not support an ExplainableKMeans with a "
                          "feature_extractor; call its explain() on the transformed data.")
-    if km.n_clusters < 2:
-        raise ValueError(f"explain needs n_clusters >= 2; got n_clusters={km.n_clusters}.")
+    check_explainable_n_clusters(km.n_clusters)
     X_in = check_array(X, dtype=np.float64, ensure_all_finite=True)
     n_samples, n_features = X_in.shape
     check_rows = X_in[: min(n_samples, 64)]

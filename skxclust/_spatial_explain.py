@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._validation import check_beta, check_target
+from ._validation import check_beta, check_explainable_n_clusters, check_target
 from .nn.lrp import neon_relevance
 from .nn.neuralized import cluster_evidence
 from .nn.warps import warp_adjoint, warp_images
@@ -110,11 +110,7 @@ class WarpExplanationMixin:
             raise ValueError(f"frame must be 'input' or 'centroid', got {frame!r}.")
         Xt, centers, geometry = self._prepare(X)
         n_clusters = centers.shape[0]
-        if n_clusters < 2:
-            raise ValueError(
-                f"explain needs n_clusters >= 2 (there is no competitor to explain "
-                f"against); got n_clusters={n_clusters}."
-            )
+        check_explainable_n_clusters(n_clusters)
         beta = self.beta_ if beta is None else check_beta(beta)
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
         model = geometry.model(Xt)

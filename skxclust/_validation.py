@@ -21,6 +21,7 @@ __all__ = [
     "check_beta",
     "check_sample_weight",
     "check_magnitude",
+    "check_explainable_n_clusters",
 ]
 
 
@@ -189,4 +190,13 @@ def check_magnitude(X: torch.Tensor, name: str = "X") -> None:
         raise ValueError(
             f"{name} has values too large for squared distances in {X.dtype} (max |value| "
             f"after centring = {peak:.3g}); rescale it, e.g. with StandardScaler."
+        )
+
+
+def check_explainable_n_clusters(n_clusters: int) -> None:
+    """Explanations compare a cluster with its competitors: refuse ``n_clusters < 2``."""
+    if n_clusters < 2:
+        raise ValueError(
+            f"explain needs n_clusters >= 2 (there is no competitor to explain "
+            f"against); got n_clusters={n_clusters}."
         )
