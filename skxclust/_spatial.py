@@ -7,7 +7,7 @@ from numbers import Integral, Real
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseTorchKMeans, lloyd
+from ._base import Assignment, BaseTorchKMeans, EuclideanGeometry, lloyd
 from ._spatial_explain import WarpExplanationMixin
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, resolve_image_shape, ward_merge
 from .nn.tps import grid_size_from_landmarks
@@ -252,14 +252,14 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         d = (0.5 * (d + d.T)).cpu().to(torch.float64).numpy()
         group = torch.as_tensor(ward_merge(d, weight.cpu().to(torch.float64).numpy(),
                                            self.n_clusters), device=X.device)
-        merged = group[labels]
-        sums = torch.zeros(self.n_clusters, X.shape[1], dtype=X.dtype, device=X.device)
-        sums.index_add_(0, merged, X * sample_weight[:, None])
-        total = torch.zeros(self.n_clusters, dtype=X.dtype, device=X.device)
-        total.index_add_(0, merged, sample_weight)
+        # Merged centroid = weighted mean of the merged members (Euclidean update step);
+        # a weightless group keeps the centroid of its first over-segment.
         first = {int(g): i for i, g in reversed(list(enumerate(group.tolist())))}
-        fallback = centers[[first[k] for k in range(self.n_clusters)]]  # if weightless
-        return torch.where(total[:, None] > 0, sums / total.clamp_min(1e-300)[:, None], fallback)
+        fallback = centers[[first[k] for k in range(self.n_clusters)]]
+        merged, _ = EuclideanGeometry(self.batch_size).update(
+            X, fallback, Assignment(group[labels], None), sample_weight
+        )
+        return merged
 
     def _after_fit(self, X, labels, centers) -> None:
         self.image_shape_ = resolve_image_shape(self.image_shape, X.shape[1])
