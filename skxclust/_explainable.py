@@ -17,7 +17,7 @@ from ._validation import (
     check_target,
     resolve_device,
 )
-from .nn.lrp import neon_relevance
+from .nn.lrp import auto_beta, neon_relevance
 from .nn.neuralized import (
     PairwiseSquaredDistance,
     SoftKMeans,
@@ -178,8 +178,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             return
         d = EuclideanGeometry(self.batch_size).pairwise(X, centers)
         f = cluster_evidence(d).gather(1, labels[:, None])
-        mean_f = float(f.mean()) if centers.shape[0] > 1 else float("inf")
-        self.beta_ = 1.0 / mean_f if mean_f > 0 else float("inf")
+        self.beta_ = auto_beta(f)  # f is +inf with one cluster: beta_ = 0
 
     def decision_function(self, X):
         """Cluster evidence ``f_c(x) = min_{k != c} ||x-mu_k||^2 - ||x-mu_c||^2``.

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ._validation import check_beta, check_explainable_n_clusters, check_target
-from .nn.lrp import neon_relevance
+from .nn.lrp import auto_beta, neon_relevance
 from .nn.neuralized import cluster_evidence
 from .nn.warps import warp_adjoint, warp_images
 
@@ -58,8 +58,7 @@ class WarpExplanationMixin:
         sub = Xt[torch.from_numpy(idx).to(Xt.device)]
         f = torch.cat([cluster_evidence(losses).max(dim=1).values
                        for _, losses, _ in self._warped_evidence_chunks(sub, centers, geometry)])
-        mean_f = float(f.mean())
-        return 1.0 / mean_f if mean_f > 0 else float("inf")
+        return auto_beta(f)
 
     def decision_function(self, X):
         """Deformation-invariant cluster evidence ``f_c(x) = min_{k != c} d_k - d_c``.

@@ -29,12 +29,30 @@ __all__ = [
     "midpoint_relevance",
     "neon_relevance",
     "root_point_relevance",
+    "auto_beta",
 ]
 
 
 def _target_mask(target: torch.Tensor, n_clusters: int) -> torch.Tensor:
     """Boolean (B, K) mask, True at each row's target column."""
     return torch.nn.functional.one_hot(target, n_clusters).bool()
+
+
+def auto_beta(evidence: torch.Tensor) -> float:
+    """The scale-free soft-min stiffness ``1 / mean f`` of the assigned evidence.
+
+    Parameters
+    ----------
+    evidence : Tensor of shape (N,) or (N, 1)
+        ``f_c(x)`` of each sample for its assigned cluster (``+inf`` when K == 1).
+
+    Returns
+    -------
+    float
+        ``inf`` (hard min) when the mean is not positive; 0 when it is infinite.
+    """
+    mean_f = float(evidence.mean())
+    return 1.0 / mean_f if mean_f > 0 else float("inf")
 
 
 def _relevance_per_unit_h(relevance: torch.Tensor, h: torch.Tensor, eps: float) -> torch.Tensor:
