@@ -10,7 +10,8 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseTorchKMeans, EuclideanGeometry, inference_threads
+from ._base import BaseTorchKMeans, inference_threads
+from ._lloyd import EuclideanGeometry
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,

@@ -7,7 +7,8 @@ from numbers import Integral, Real
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import Assignment, BaseTorchKMeans, EuclideanGeometry, lloyd
+from ._base import BaseTorchKMeans
+from ._lloyd import Assignment, EuclideanGeometry, lloyd
 from ._spatial_explain import WarpExplanationMixin
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, resolve_image_shape, ward_merge
 from .nn.tps import grid_size_from_landmarks

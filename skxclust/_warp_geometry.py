@@ -1,7 +1,7 @@
 """The warped geometry of ST K-means, for the shared Lloyd loop, and its initialisation.
 
 :class:`WarpGeometry` plugs warped distances and the least-squares centroid update into
-:func:`skxclust._base.lloyd`; :func:`euclidean_kmeans` and :func:`ward_merge` build the
+:func:`skxclust._lloyd.lloyd`; :func:`euclidean_kmeans` and :func:`ward_merge` build the
 default ``"k-means+merge"`` initialisation of :class:`skxclust.SpatialTransformerKMeans`.
 """
 
@@ -14,7 +14,7 @@ from numbers import Integral
 import numpy as np
 import torch
 
-from ._base import Assignment, EuclideanGeometry, kmeans_plusplus, lloyd
+from ._lloyd import Assignment, EuclideanGeometry, kmeans_plusplus, lloyd
 from ._threads import torch_threads
 from .nn.align import optimize_pairs, optimize_warps, solve_centroids
 from .nn.warps import make_warp_model, unwarp_images
@@ -107,7 +107,7 @@ def ward_merge(distances: np.ndarray, weights: np.ndarray, n_clusters: int) -> n
 
 
 class WarpGeometry:
-    """Distances and centroid updates of ST K-means, for :func:`skxclust._base.lloyd`.
+    """Distances and centroid updates of ST K-means, for :func:`skxclust._lloyd.lloyd`.
 
     ``d(x, mu) = min_warp ||x - S mu||^2 + penalty(x) * ||landmark displacement||^2``:
     the centroid is warped onto the sample (the sample is never resampled). The penalty

@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
-from skxclust._base import lloyd
+from skxclust._lloyd import lloyd
 from skxclust._warp_geometry import ward_merge
 from skxclust.nn.warps import make_warp_model, warp_images
 
