@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._lloyd import kmeans_plusplus, lloyd
 from ._threads import serial_threads, torch_threads
 from ._validation import (
+    check_init_array,
     check_magnitude,
     check_sample_weight,
     make_generators,
@@ -88,15 +89,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     def _validate_init_array(self, n_features: int, dtype) -> np.ndarray | None:
         if isinstance(self.init, str):
             return None
-        init = np.array(self.init, dtype=dtype, copy=True)
-        if init.shape != (self.n_clusters, n_features):
-            raise ValueError(
-                f"init array must have shape (n_clusters, n_features) = "
-                f"({self.n_clusters}, {n_features}), got {init.shape}."
-            )
-        if not np.all(np.isfinite(init)):
-            raise ValueError("init array contains NaN or infinity.")
-        return init
+        return check_init_array(self.init, self.n_clusters, n_features, dtype)
 
     def _init_centroids(self, X, sample_weight, generator, init_array, shift):
         if init_array is not None:

@@ -15,6 +15,7 @@ from ._lloyd import EuclideanGeometry
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
+    check_lrp_options,
     check_target,
     resolve_device,
 )
@@ -117,7 +118,7 @@ class ExplainableKMeans(BaseTorchKMeans):
 
     _parameter_constraints: dict = {
         **BaseTorchKMeans._parameter_constraints,
-        "beta": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
+        "beta": [StrOptions({"auto"}), Interval(Real, 0, np.inf, closed="both")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "feature_extractor": [None, torch.nn.Module],
     }
@@ -250,6 +251,7 @@ class ExplainableKMeans(BaseTorchKMeans):
         """
         raw = self._validated_tensor(X)
         check_explainable_n_clusters(self.n_clusters)
+        check_lrp_options(rule, epsilon)
         beta = self.beta_ if beta is None else check_beta(beta)
         with inference_threads(raw, self.n_clusters):
             Xt, centers, geometry = self._frame(raw)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
+import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -171,7 +172,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
         "update_steps": [Interval(Integral, 0, None, closed="left")],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
-        "beta": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
+        "beta": [StrOptions({"auto"}), Interval(Real, 0, np.inf, closed="both")],
     }
 
     def __init__(

@@ -7,6 +7,7 @@ refusal uses the same wording.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -22,6 +23,8 @@ __all__ = [
     "check_sample_weight",
     "check_magnitude",
     "check_explainable_n_clusters",
+    "check_init_array",
+    "check_lrp_options",
 ]
 
 
@@ -105,29 +108,44 @@ def make_generators(random_state, n: int) -> list[torch.Generator]:
 
 
 def check_sample_weight(sample_weight, n_samples: int, dtype) -> np.ndarray:
-    """Validate ``sample_weight``: 1-D, length ``n_samples``, finite, >= 0, not all 0."""
+    """Validate ``sample_weight``: 1-D, length ``n_samples``, finite, >= 0, not all 0.
+
+    The weights must also sum to within ``[sqrt(finfo.tiny), sqrt(finfo.max)]`` of
+    ``dtype`` (about [1.5e-154, 1.3e154] in float64, [1.1e-19, 1.8e19] in float32), so
+    that weighted sums of squared distances and products of cluster weights neither
+    overflow nor underflow; k-means labels and centroids do not change when all weights
+    are multiplied by a constant.
+    """
     if sample_weight is None:
         return np.ones(n_samples, dtype=dtype)
-    if isinstance(sample_weight, numbers.Number):
-        sw = np.full(n_samples, sample_weight, dtype=dtype)
-    else:
-        sw = np.asarray(sample_weight)
-        if sw.dtype.kind not in "biuf":
-            raise ValueError(
-                f"sample_weight must be numeric, got an array of dtype {sw.dtype}."
-            )
-        sw = sw.astype(dtype)
-        if sw.ndim != 1 or sw.shape[0] != n_samples:
-            raise ValueError(
-                f"sample_weight.shape == {sw.shape}, expected ({n_samples},)."
-            )
+    sw = np.asarray(sample_weight)
+    if sw.dtype.kind not in "biuf":
+        raise ValueError(
+            f"sample_weight must be numeric, got an array of dtype {sw.dtype}."
+        )
+    if sw.ndim == 0:
+        sw = np.full(n_samples, sw, dtype=np.result_type(sw, np.float64))
+    if sw.ndim != 1 or sw.shape[0] != n_samples:
+        raise ValueError(
+            f"sample_weight.shape == {sw.shape}, expected ({n_samples},)."
+        )
     if not np.all(np.isfinite(sw)):
         raise ValueError("sample_weight contains NaN or infinity.")
     if np.any(sw < 0):
         raise ValueError("sample_weight must be non-negative; got negative values.")
     if not np.any(sw > 0):
         raise ValueError("sample_weight must not be all zero.")
-    return sw
+    with np.errstate(over="ignore"):
+        total = float(np.sum(sw, dtype=np.float64))
+    finfo = np.finfo(dtype)
+    low, high = float(np.sqrt(finfo.tiny)), float(np.sqrt(finfo.max))
+    if not low <= total <= high:
+        raise ValueError(
+            f"sample_weight sums to {total:.3g}, outside what {np.dtype(dtype)} "
+            f"arithmetic can take ([{low:.3g}, {high:.3g}]); multiply all weights by "
+            "a constant (labels and centroids do not change)."
+        )
+    return sw.astype(dtype)
 
 
 def check_target(target, n_samples: int, n_clusters: int, default: np.ndarray) -> np.ndarray:
@@ -186,6 +204,11 @@ def check_magnitude(X: torch.Tensor, name: str = "X") -> None:
         return
     finfo = torch.finfo(X.dtype)
     peak = float(X.abs().max())
+    if not math.isfinite(peak):  # e.g. a centring shift that overflowed
+        raise ValueError(
+            f"{name} overflowed to {peak} in {X.dtype} while being centred; rescale it, "
+            "e.g. with StandardScaler."
+        )
     if 4.0 * X.shape[1] * peak * peak > finfo.max / 16:
         raise ValueError(
             f"{name} has values too large for squared distances in {X.dtype} (max |value| "
@@ -200,3 +223,34 @@ def check_explainable_n_clusters(n_clusters: int) -> None:
             f"explain needs n_clusters >= 2 (there is no competitor to explain "
             f"against); got n_clusters={n_clusters}."
         )
+
+
+def check_init_array(init, n_clusters: int, n_features: int, dtype) -> np.ndarray:
+    """Validate explicit initial centroids: real numbers, shape (n_clusters, n_features),
+    finite; returned as a new array of ``dtype`` (the caller's array is never kept)."""
+    try:
+        arr = np.asarray(init)
+    except (TypeError, ValueError) as exc:  # ragged nested lists
+        raise ValueError(f"init array could not be read as an array: {exc}") from exc
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(
+            f"init array must contain real numbers, got an array of dtype {arr.dtype}."
+        )
+    if arr.shape != (n_clusters, n_features):
+        raise ValueError(
+            f"init array must have shape (n_clusters, n_features) = "
+            f"({n_clusters}, {n_features}), got {arr.shape}."
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("init array contains NaN or infinity.")
+    return np.array(arr, dtype=dtype, copy=True)
+
+
+def check_lrp_options(rule, epsilon) -> None:
+    """Validate the ``rule`` and ``epsilon`` arguments of an LRP backward pass."""
+    if not isinstance(rule, str) or rule not in ("epsilon", "zplus"):
+        raise ValueError(f"rule must be 'epsilon' or 'zplus', got {rule!r}.")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"epsilon must be a non-negative number, got {epsilon!r}.")
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}.")
