@@ -166,9 +166,16 @@ class ExplainableKMeans(BaseTorchKMeans):
         if self.feature_extractor is None:
             return X
         module, dtype = self._extractor(X.device)
-        with torch.no_grad():
-            parts = [module(X[i : i + self.batch_size].to(dtype)).flatten(1)
-                     for i in range(0, X.shape[0], self.batch_size)]
+        try:
+            with torch.no_grad():
+                parts = [module(X[i : i + self.batch_size].to(dtype)).flatten(1)
+                         for i in range(0, X.shape[0], self.batch_size)]
+        except torch.OutOfMemoryError:
+            raise
+        except RuntimeError as exc:  # e.g. X does not have the extractor's input size
+            raise ValueError(
+                f"feature_extractor cannot be applied to X of shape {tuple(X.shape)}: {exc}"
+            ) from exc
         return torch.cat(parts).to(X.dtype)
 
     def _make_geometry(self, n_features: int) -> EuclideanGeometry:
