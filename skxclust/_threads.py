@@ -20,7 +20,8 @@ __all__ = ["serial_threads", "torch_threads"]
 # holds BLAS to one thread inside its Lloyd loop.
 _SERIAL_MACS = 2**22
 _threads_lock = threading.Lock()
-_threads_state = {"depth": 0, "saved": 0}
+_threads_state = {"depth": 0, "saved": 0}  # entries in all threads; setting before the first
+_thread_depth = threading.local()  # entries in the calling thread
 
 
 def serial_threads(X: torch.Tensor, n_columns: int) -> int | None:
@@ -35,21 +36,30 @@ def serial_threads(X: torch.Tensor, n_columns: int) -> int | None:
 def torch_threads(n: int | None):
     """Run the body with ``n`` torch intra-op threads (None: unchanged).
 
-    Nested and concurrent uses share one saved value: the first entry saves torch's
-    setting and the last exit restores it.
+    With torch's OpenMP backend, ``torch.set_num_threads`` changes the calling thread's
+    OpenMP setting and the default of threads that start using torch later, not that of
+    other running threads. So each thread sets ``n`` on its own outermost entry and puts
+    the setting back on its own outermost exit; the value put back is the one saved by the
+    first entry of all threads (while none is inside), so that concurrent uses (e.g.
+    ``GridSearchCV`` with joblib's threading backend) leave every thread, and the default
+    for new threads, as they found them.
     """
     if n is None:
         yield
         return
+    depth = getattr(_thread_depth, "value", 0)
     with _threads_lock:
         if _threads_state["depth"] == 0:
             _threads_state["saved"] = torch.get_num_threads()
-            torch.set_num_threads(n)
         _threads_state["depth"] += 1
+        if depth == 0:
+            torch.set_num_threads(n)
+    _thread_depth.value = depth + 1
     try:
         yield
     finally:
+        _thread_depth.value = depth
         with _threads_lock:
             _threads_state["depth"] -= 1
-            if _threads_state["depth"] == 0:
+            if depth == 0:
                 torch.set_num_threads(_threads_state["saved"])

@@ -60,3 +60,35 @@ def test_concurrent_fits_leave_torch_thread_count_unchanged(two_threads):
         w.join()
     assert not errors
     assert torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize("last_to_leave", ["main", "worker"])
+def test_overlapping_uses_in_two_threads_restore_both_threads(two_threads, last_to_leave):
+    # torch.set_num_threads only changes the calling thread (OpenMP): whichever thread
+    # leaves last must not leave the other one, or new threads, on one thread.
+    entered, leave = threading.Event(), threading.Event()
+    seen = {}
+
+    def worker():
+        with torch_threads(1):
+            seen["inside"] = torch.get_num_threads()
+            entered.set()
+            leave.wait()
+        seen["after"] = torch.get_num_threads()
+
+    thread = threading.Thread(target=worker)
+    with torch_threads(1):
+        thread.start()
+        entered.wait()
+        if last_to_leave == "main":
+            leave.set()
+            thread.join()
+    leave.set()
+    thread.join()
+    fresh = []
+    probe = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+    probe.start()
+    probe.join()
+    assert seen == {"inside": 1, "after": 2}
+    assert torch.get_num_threads() == 2
+    assert fresh == [2]
