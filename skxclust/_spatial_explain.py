@@ -121,7 +121,10 @@ class WarpExplanationMixin:
                 torch.from_numpy(tgt_np[sl]).to(x.device)
             effective = warp_images(centers, model, warps.transpose(0, 1)).transpose(0, 1)
             offset = losses - ((x[:, None, :] - effective) ** 2).sum(-1)
-            relevance, _ = neon_relevance(x, effective, tgt, beta, offset=offset)
+            # NEON is shift invariant: in the frame of x itself, h_ck is a difference of
+            # squared distances, with no ||x||^2-sized cancellation (data far from 0)
+            relevance, _ = neon_relevance(torch.zeros_like(x), effective - x[:, None, :], tgt,
+                                          beta, offset=offset)
             if frame == "centroid":
                 relevance = self._to_centroid_frame(relevance, model, warps[rows, tgt])
             out[sl] = relevance
