@@ -29,7 +29,16 @@ import torch
 
 from .warps import BILINEAR, ZEROS, WarpModel, warp_adjoint, warp_batch, warp_normal
 
-__all__ = ["pair_losses", "optimize_warps", "optimize_pairs", "solve_centroids"]
+__all__ = [
+    "adjoint_sums",
+    "covered",
+    "normal_sums",
+    "optimize_pairs",
+    "optimize_warps",
+    "pair_losses",
+    "solve_centroids",
+    "solve_normal_equations",
+]
 
 
 def _penalty_terms(flat_params: torch.Tensor, model: WarpModel):
@@ -271,60 +280,113 @@ def optimize_pairs(
     return adam.best_loss, adam.best_params.reshape(n, model.n_basis, model.ndim)
 
 
-def solve_centroids(
+def adjoint_sums(
     X: torch.Tensor,
     model: WarpModel,
     params: torch.Tensor,
     labels: torch.Tensor,
-    start: torch.Tensor,
+    n_clusters: int,
     weights: torch.Tensor | None = None,
     *,
-    n_iter: int = 10,
     batch_size: int = 256,
-) -> torch.Tensor:
-    """Centroids minimising ``sum_i w_i ||x_i - S_i mu_{l_i}||^2`` for fixed warps.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sufficient statistics of the centroid update: ``sum_i w_i S_i^T x_i`` and
+    ``sum_i w_i S_i^T 1`` per cluster, in chunks of ``batch_size`` rows.
 
-    Preconditioned conjugate gradients on the normal equations
-    ``(sum_i w_i S_i^T S_i) mu = sum_i w_i S_i^T x_i``, one independent CG per cluster,
-    with the diagonal preconditioner ``1 / sum_i w_i S_i^T 1``. Each cluster starts from
-    whichever of ``start`` and the adjoint-weighted average has the lower distortion, and
-    CG never increases it, so the result is never worse than ``start``. Pixels that no
-    member's warp samples keep their value from ``start``.
+    Both are sums over samples, so the statistics of disjoint row blocks add up (streaming
+    and blockwise fits reduce them). Their ratio is the adjoint-weighted average.
 
     Parameters
     ----------
     X : Tensor of shape (N, P)
     model : WarpModel
     params : Tensor of shape (N, n_basis, D)
-        Warp of each sample's centroid onto the sample.
     labels : LongTensor of shape (N,)
-    start : Tensor of shape (K, P)
-        Current centroids.
+    n_clusters : int
     weights : Tensor of shape (N,), optional
-    n_iter : int
-        CG iterations; 0 returns the better of ``start`` and the weighted average.
     batch_size : int
-        Samples per operator application chunk (memory O(batch_size * P)).
+
+    Returns
+    -------
+    rhs : Tensor of shape (n_clusters, P)
+    cover : Tensor of shape (n_clusters, P)
+    """
+    rhs = X.new_zeros(n_clusters, X.shape[1])
+    cover = X.new_zeros(n_clusters, X.shape[1])
+    for i in range(0, X.shape[0], batch_size):
+        sl = slice(i, i + batch_size)
+        s, c = warp_adjoint(X[sl], model, params[sl], labels[sl], n_clusters,
+                            None if weights is None else weights[sl])
+        rhs += s
+        cover += c
+    return rhs, cover
+
+
+def normal_sums(
+    centroids: torch.Tensor,
+    model: WarpModel,
+    params: torch.Tensor,
+    labels: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    *,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """``sum_{i in k} w_i S_i^T S_i mu_k`` per cluster (the normal operator), in chunks.
+
+    Parameters
+    ----------
+    centroids : Tensor of shape (K, P)
+    model : WarpModel
+    params : Tensor of shape (N, n_basis, D)
+    labels : LongTensor of shape (N,)
+    weights : Tensor of shape (N,), optional
+    batch_size : int
 
     Returns
     -------
     Tensor of shape (K, P)
     """
-    n_clusters = start.shape[0]
-    chunks = [slice(i, i + batch_size) for i in range(0, X.shape[0], batch_size)]
+    out = torch.zeros_like(centroids)
+    for i in range(0, params.shape[0], batch_size):
+        sl = slice(i, i + batch_size)
+        out += warp_normal(centroids, model, params[sl], labels[sl],
+                           None if weights is None else weights[sl])
+    return out
 
-    def w(sl):
-        return None if weights is None else weights[sl]
 
-    def normal(v):
-        return sum(warp_normal(v, model, params[sl], labels[sl], w(sl)) for sl in chunks)
+def covered(cover: torch.Tensor) -> torch.Tensor:
+    """Pixels some member's warp samples: ``cover`` above 1e-6 of its cluster's maximum."""
+    return cover > 1e-6 * cover.amax(dim=-1, keepdim=True).clamp_min(1e-300)
 
-    rhs, cover = torch.zeros_like(start), torch.zeros_like(start)
-    for sl in chunks:
-        s, c = warp_adjoint(X[sl], model, params[sl], labels[sl], n_clusters, w(sl))
-        rhs += s
-        cover += c
-    seen = cover > 1e-6 * cover.amax(dim=1, keepdim=True).clamp_min(1e-300)
+
+def solve_normal_equations(
+    rhs: torch.Tensor,
+    cover: torch.Tensor,
+    start: torch.Tensor,
+    normal,
+    n_iter: int = 10,
+) -> torch.Tensor:
+    """Preconditioned CG on ``A mu = rhs`` per row, started from the better of ``start``
+    and the average ``rhs / cover``; never worse than ``start`` (see solve_centroids).
+
+    Every operation acts on each row (cluster) separately, so rows of several independent
+    problems (e.g. restarts) can be stacked.
+
+    Parameters
+    ----------
+    rhs, cover : Tensor of shape (K, P)
+        From :func:`adjoint_sums`.
+    start : Tensor of shape (K, P)
+    normal : callable
+        ``normal(v)`` applies the normal operator ``A`` (:func:`normal_sums` summed over
+        all members) to ``v`` of shape (K, P).
+    n_iter : int
+
+    Returns
+    -------
+    Tensor of shape (K, P)
+    """
+    seen = covered(cover)
     average = torch.where(seen, rhs / cover.clamp_min(1e-300), start)
 
     def objective(mu, a_mu):  # distortion up to a constant, per cluster
@@ -352,3 +414,51 @@ def solve_centroids(
     return mu
 
 
+def solve_centroids(
+    X: torch.Tensor,
+    model: WarpModel,
+    params: torch.Tensor,
+    labels: torch.Tensor,
+    start: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    *,
+    n_iter: int = 10,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """Centroids minimising ``sum_i w_i ||x_i - S_i mu_{l_i}||^2`` for fixed warps.
+
+    Preconditioned conjugate gradients on the normal equations
+    ``(sum_i w_i S_i^T S_i) mu = sum_i w_i S_i^T x_i``, one independent CG per cluster,
+    with the diagonal preconditioner ``1 / sum_i w_i S_i^T 1``. Each cluster starts from
+    whichever of ``start`` and the adjoint-weighted average has the lower distortion, and
+    CG never increases it, so the result is never worse than ``start``. Pixels that no
+    member's warp samples keep their value from ``start``. It is
+    :func:`adjoint_sums` followed by :func:`solve_normal_equations` with
+    :func:`normal_sums` as the operator.
+
+    Parameters
+    ----------
+    X : Tensor of shape (N, P)
+    model : WarpModel
+    params : Tensor of shape (N, n_basis, D)
+        Warp of each sample's centroid onto the sample.
+    labels : LongTensor of shape (N,)
+    start : Tensor of shape (K, P)
+        Current centroids.
+    weights : Tensor of shape (N,), optional
+    n_iter : int
+        CG iterations; 0 returns the better of ``start`` and the weighted average.
+    batch_size : int
+        Samples per operator application chunk (memory O(batch_size * P)).
+
+    Returns
+    -------
+    Tensor of shape (K, P)
+    """
+    rhs, cover = adjoint_sums(X, model, params, labels, start.shape[0], weights,
+                              batch_size=batch_size)
+
+    def normal(v):
+        return normal_sums(v, model, params, labels, weights, batch_size=batch_size)
+
+    return solve_normal_equations(rhs, cover, start, normal, n_iter)
