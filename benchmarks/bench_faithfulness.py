@@ -1,7 +1,8 @@
 """Faithfulness of cluster explanations by pixel flipping, on digits and MNIST-5k.
 
-Run ``python benchmarks/bench_faithfulness.py`` (``--quick`` for a smoke run); it writes
-``benchmarks/results/faithfulness.json`` and ``faithfulness.png``.
+Run ``python benchmarks/bench_faithfulness.py`` (or ``python -m benchmarks --only faithfulness``);
+it writes ``benchmarks/results/faithfulness.json`` and, next to it, ``faithfulness.png``
+(``--quick``, a smoke run on small subsets: into ``benchmarks/results/quick/``).
 
 For each explained sample ``x`` with assigned cluster ``c`` (arg-max of
 ``decision_function``), the features are removed in order of decreasing relevance,
@@ -34,26 +35,32 @@ from __future__ import annotations
 
 import os
 
-# Before torch loads OpenMP: idle workers sleep instead of spinning (see _st_common).
+# Before torch loads OpenMP: idle workers sleep instead of spinning (see _common).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from _st_common import machine_info, set_threads  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
+from benchmarks._common import (  # noqa: E402
+    bench_parser,
+    load_average,
+    machine_info,
+    output_path,
+    set_threads,
+    write_json,
+)
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans  # noqa: E402
 from skxclust.datasets import load_mnist_5k, stratified_subset  # noqa: E402
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+NAME = "faithfulness"
 N_RANDOM = 3
 
 
@@ -233,19 +240,22 @@ def plot(results: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110, bbox_inches="tight")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny smoke run")
+def build_parser():
+    """The command line: ``--quick``, ``--output``, data sets, models and steps."""
+    parser = bench_parser(__doc__.splitlines()[0],
+                          "tiny smoke run (small subsets, few samples, shortened ST fits)")
     parser.add_argument("--datasets", nargs="+", default=["digits", "mnist5k"])
     parser.add_argument("--models", nargs="+", default=["ExplainableKMeans",
                                                         "SpatialTransformerKMeans"])
     parser.add_argument("--n-steps", type=int, default=20)
-    parser.add_argument("--out-dir", type=Path, default=None,
-                        help="default: benchmarks/results (a temporary folder with --quick)")
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, write its JSON and figure; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    output = output_path(args, NAME)
     set_threads()
-    out_dir = args.out_dir or (Path(tempfile.mkdtemp()) if args.quick else RESULTS_DIR)
-    out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     info = machine_info()
     data = _datasets(args.quick)
@@ -314,13 +324,14 @@ def main() -> None:
         "summary": _summary(results),
         "total_wall_seconds": time.perf_counter() - start,
     }
-    (out_dir / "faithfulness.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(results, out_dir / "faithfulness.png")
+    info["load_average_end"] = load_average()
+    write_json(output, report)
+    plot(results, output.with_suffix(".png"))
     for line in report["summary"]:
         print(line)
-    print(f"wrote faithfulness.json and faithfulness.png into {out_dir.name}/ "
-          f"({report['total_wall_seconds']:.0f}s)")
+    print(f"figure {output.with_suffix('.png').name}, {report['total_wall_seconds']:.0f}s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

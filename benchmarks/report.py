@@ -1,0 +1,432 @@
+"""Build the README's benchmark results section from the JSON result files.
+
+``python -m benchmarks.report [--results-dir DIR] [--readme PATH] [--stdout | --check]``
+
+Rewrites the text between ``<!-- benchmark-results:start -->`` and
+``<!-- benchmark-results:end -->`` in README.md; ``--stdout`` prints it instead and
+``--check`` fails when the README differs from what the JSONs give. Every number of the
+section comes from the JSONs, mostly as ratios to the peer measured in the same run, with
+the targets and whether they were met where the JSON has them.
+
+Result files with a section of their own are listed in :data:`SECTIONS`; any other
+``*.json`` gets a generic one (its ``"summary"`` as a table or list), so a new benchmark
+shows up without editing this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from benchmarks._common import RESULTS_DIR, ROOT, display_path
+
+START = "<!-- benchmark-results:start -->"
+END = "<!-- benchmark-results:end -->"
+DATA_NAMES = {"digits": "digits", "mnist5k": "MNIST-5k"}
+VERSION_KEYS = ("python", "torch", "scikit-learn", "numpy", "scipy")
+VERSION_NAMES = {"python": "Python"}
+
+
+# ------------------------------------------------------------------------- formatting
+def ratio(value: float) -> str:
+    """A ratio with a times sign: ``374×``, ``62.0×``, ``1.99×``, ``0.0239×``."""
+    size = abs(value)
+    digits = ".0f" if size >= 100 else ".1f" if size >= 10 else ".2f" if size >= 0.1 else ".3g"
+    return f"{value:{digits}}×"
+
+
+def seconds(value: float) -> str:
+    """A duration with a unit that keeps three significant digits."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(value) >= scale or unit == "µs":
+            return f"{value / scale:.3g} {unit}"
+    raise AssertionError  # pragma: no cover
+
+
+def met(flag: bool | None) -> str:
+    """``met`` / ``missed`` / ``–``."""
+    return "–" if flag is None else "met" if flag else "missed"
+
+
+def table(header: list[str], rows: list[list], align: str | None = None) -> str:
+    """A markdown table; ``align`` has one ``l``/``r`` per column (all left by default)."""
+    align = align or "l" * len(header)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _data(name: str, entry: dict | None = None) -> str:
+    label = DATA_NAMES.get(name, name)
+    if entry and "n_samples" in entry and "n_features" in entry:
+        label += f" ({entry['n_samples']} × {entry['n_features']})"
+    return label
+
+
+def _quick(data: dict) -> bool:
+    return bool(data.get("quick") or data.get("settings", {}).get("quick"))
+
+
+# ------------------------------------------------------------------ machine and runs
+def _load(machine: dict, data: dict, when: str) -> float | None:
+    """1-minute load average at the start or end of a run, from any file layout."""
+    keys = {"start": ("load_average_start", "load_average_at_start",
+                      "load_average_1_5_15_start"),
+            "end": ("load_average_end", "load_average_1_5_15_end")}[when]
+    value = next((machine[k] for k in keys if machine.get(k) is not None), None)
+    if value is None and when == "end":
+        value = data.get("load_average_at_end")
+    if isinstance(value, str):
+        value = [float(v) for v in value.split()]
+    return None if not value else float(value[0])
+
+
+def _versions(machine: dict) -> dict:
+    nested = machine.get("versions", {})
+    flat = {"python": machine.get("python"), "torch": machine.get("torch"),
+            "scikit-learn": machine.get("sklearn"), "numpy": machine.get("numpy"),
+            "scipy": machine.get("scipy")}
+    return {k: nested.get(k) or flat.get(k) for k in VERSION_KEYS}
+
+
+def runs_section(files: dict[str, dict]) -> str:
+    """Which run each file comes from: date, commit, CPUs, load; the shared versions."""
+    rows, versions, platforms = [], set(), set()
+    for name, data in files.items():
+        m = data.get("machine", {})
+        date = (m.get("date_utc") or m.get("date") or "?")[:16].replace("T", " ")
+        commit = (m.get("git") or {}).get("commit")
+        if commit and (m.get("git") or {}).get("dirty"):
+            commit += " (modified)"
+        start, end = _load(m, data, "start"), _load(m, data, "end")
+        load = " → ".join(f"{v:.2f}" for v in (start, end) if v is not None) or "–"
+        rows.append([f"`{name}.json`", "quick" if _quick(data) else "full", date,
+                     commit or "–", f"{m.get('cpu_count', '?')} / {m.get('torch_threads', '?')}",
+                     load])
+        versions.add(tuple(_versions(m).items()))
+        system = str(m.get("platform", "?")).split("-")[0]
+        platforms.add(f"{system}, {m.get('processor', '?')}"
+                      + (f", CUDA {m['cuda_device']}" if m.get("cuda_device") else ""))
+    text = table(["result file", "run", "date (UTC)", "commit", "CPUs / torch threads",
+                  "load average (1 min) start → end"], rows)
+    if len(versions) == 1:
+        shared = ", ".join(f"{VERSION_NAMES.get(k, k)} {v}" for k, v in next(iter(versions)) if v)
+        text += f"\n\nVersions: {shared}."
+    else:
+        text += "\n\nVersions differ between the files; each file's `machine` block has them."
+    if len(platforms) == 1:
+        text += f" Platform: {next(iter(platforms))}."
+    return text
+
+
+# ---------------------------------------------------------------------------- sections
+def explainable_section(data: dict) -> str:
+    """ExplainableKMeans vs sklearn KMeans, explain vs predict, vs a per-sample loop."""
+    results, settings = data["results"], data.get("settings", {})
+    targets = {(r["data"], r["measure"].split(" ")[0]): r for r in data.get("summary", [])}
+    names = list(results)
+
+    def target(kind: str) -> str:
+        row = targets.get((names[0], kind))
+        return row["target"].replace("<=", "≤").replace(">=", "≥") if row else "–"
+
+    rows = {"fit": [], "inertia": [], "acc": [], "nmi": [], "ari": [], "explain": [],
+            "per-sample": []}
+    for name in names:
+        f, p, lp = (results[name][k] for k in ("fit", "explain_vs_predict", "explain_vs_loop"))
+        rows["fit"].append(f"{ratio(f['time_ratio'])} ({seconds(f['skxclust_s'])} vs "
+                           f"{seconds(f['sklearn_s'])}): {met(f.get('met'))}")
+        rows["inertia"].append(f"{f['inertia_ratio']:.5f} "
+                               f"({(f['inertia_ratio'] - 1) * 100:+.2g} %)")
+        quality = f.get("quality_seed0", {})
+        for key in ("acc", "nmi", "ari"):
+            ours, theirs = (quality.get(side, {}).get(key) for side in ("skxclust", "sklearn"))
+            rows[key].append("–" if ours is None else f"{ours:.3f} vs {theirs:.3f}")
+        rows["explain"].append(f"{ratio(p['ratio'])} ({seconds(p['explain_s'])} vs "
+                               f"{seconds(p['predict_s'])}): {met(p.get('met'))}")
+        rows["per-sample"].append(
+            f"{ratio(lp['speedup'])} ({seconds(lp['loop_per_sample_s'])} vs "
+            f"{seconds(lp['explain_per_sample_s'])} per sample): {met(lp.get('met'))}")
+    n_init = settings.get("n_init", "?")
+    body = [
+        [f"fit time / sklearn `KMeans` (n_init={n_init})", *rows["fit"], target("fit")],
+        ["inertia / sklearn `KMeans`", *rows["inertia"], "(part of the fit target)"],
+        ["ACC, ExplainableKMeans vs sklearn (seed 0)", *rows["acc"], "–"],
+        ["NMI, ExplainableKMeans vs sklearn (seed 0)", *rows["nmi"], "–"],
+        ["ARI, ExplainableKMeans vs sklearn (seed 0)", *rows["ari"], "–"],
+        ["`explain` time / `predict` time (same rows)", *rows["explain"], target("explain")],
+        ["per-sample NEON loop time / `explain` time", *rows["per-sample"],
+         target("per-sample")],
+    ]
+    header = ["measure", *(_data(n, results[n]) for n in names), "target"]
+    intro = (f"**ExplainableKMeans vs scikit-learn** (`bench_explainable.py` → "
+             f"`explainable.json`; {settings.get('n_clusters', '?')} clusters, "
+             f"{settings.get('statistic', 'median')} of {settings.get('repeats', '?')} "
+             "interleaved runs per side, same seeds):")
+    return intro + "\n\n" + table(header, body, "l" + "r" * len(names) + "l")
+
+
+def quality_section(data: dict) -> str:
+    """ACC / NMI / ARI of ST K-means against k-means, with the ACC bar and aim."""
+    labels = {"kmeans": "sklearn KMeans, n_init=10", "st_affine": 'ST K-means, `warp="affine"`',
+              "st_tps": 'ST K-means, `warp="tps"` (default)',
+              "st_affine_tps": 'ST K-means, `warp="affine+tps"`'}
+    rows, targets, iterations = [], [], []
+    for name, d in data["datasets"].items():
+        methods = d["methods"]
+        base = methods.get("kmeans")
+        best = max(m["acc"] for m in methods.values())
+        for i, (label, m) in enumerate(methods.items()):
+            acc = f"{m['acc']:.3f}"
+            acc = f"**{acc}**" if m["acc"] == best else acc
+            if base and label != "kmeans":
+                acc_ratio = ratio(m["acc"] / base["acc"])
+                time_ratio = (f"{ratio(m['fit_seconds'] / base['fit_seconds'])} "
+                              f"({seconds(m['fit_seconds'])})")
+            else:
+                acc_ratio, time_ratio = "1", f"1 ({seconds(m['fit_seconds'])})"
+            rows.append([_data(name, d) if i == 0 else DATA_NAMES.get(name, name),
+                         labels.get(label, label), acc, f"{m['nmi']:.3f}", f"{m['ari']:.3f}",
+                         acc_ratio, time_ratio])
+        tps = methods.get("st_tps")
+        if tps:
+            bar, aim = data.get("bars_acc", {}).get(name), data.get("aims_acc", {}).get(name)
+            parts = [f"bar {bar:.2f} {met(d.get('st_tps_meets_bar'))}"] if bar else []
+            parts += [f"aim {aim:.2f} {met(d.get('st_tps_meets_aim'))}"] if aim else []
+            targets.append(f"{DATA_NAMES.get(name, name)} {tps['acc']:.3f} "
+                           f"({', '.join(parts)})")
+            accs = tps.get("acc_per_iteration", [])
+            shown = [f"{a:.3f}" for a in accs[:3]]
+            if len(accs) > 3:
+                shown += ["…", f"{accs[-1]:.3f}"]
+            if shown:
+                iterations.append(f"{DATA_NAMES.get(name, name)} {' → '.join(shown)}")
+    intro = ("**Clustering quality** (`bench_quality.py` → `quality.json`; "
+             f"{data.get('n_clusters', '?')} clusters, `random_state=0`, default parameters, "
+             "model selection by distortion only, labels used only to score; best ACC per "
+             "data set in bold):")
+    if _quick(data):
+        q = data.get("quick_settings", {})
+        intro += (f" quick run, {q.get('rows', '?')}-row subset, ST fits shortened to "
+                  f"{q.get('st_params', '?')}: not comparable to a full run.")
+    text = intro + "\n\n" + table(["data", "method", "ACC", "NMI", "ARI", "ACC / k-means ACC",
+                                   "fit time / k-means fit time"], rows, "llrrrrr")
+    if targets:
+        text += "\n\nACC of ST K-means (TPS) against its targets: " + "; ".join(targets) + "."
+    if iterations:
+        text += (" ACC per Lloyd iteration (TPS; iteration 0 is the assignment to the "
+                 "initial centroids): " + "; ".join(iterations) + ".")
+    return text
+
+
+def st_speed_section(data: dict) -> str:
+    """Alignment vs kornia per pair, fit time, peak memory growth."""
+    targets, quick = data.get("targets", {}), _quick(data)
+
+    def judged(flag: bool) -> str:
+        return "not judged (quick run)" if quick else met(flag)
+
+    rows = []
+    a = data.get("alignment")
+    if a:
+        c = a["config"]
+        aim = targets.get("alignment_speedup")
+        rows.append([
+            f"align one (sample, centroid) pair: {c['n_steps']} Adam steps, "
+            f"{c['n_landmarks']} TPS landmarks, {c['image'][0]}×{c['image'][1]}",
+            f"{seconds(a['ours_seconds_per_pair'])} per pair, batched "
+            f"({seconds(a['ours_screened_seconds_per_pair'])} with candidate screening)",
+            f"kornia `get_tps_transform` + `warp_image_tps`, one pair at a time: "
+            f"{seconds(a['kornia_seconds_per_pair'])} per pair",
+            f"{ratio(a['speedup'])} faster ({ratio(a['speedup_screened'])} screened)",
+            "–" if aim is None else f"≥ {aim:g}×: {judged(a['speedup'] >= aim)}"])
+    f = data.get("fit_mnist5k")
+    if f:
+        aim = targets.get("fit_seconds")
+        rows.append([f"`fit` on MNIST-5k ({f['n_samples']} rows; {f['params']})",
+                     f"{seconds(f['seconds'])}, {f['n_iter']} "
+                     f"iteration{'' if f['n_iter'] == 1 else 's'}, "
+                     f"ACC {f['accuracy']:.3f}", "–",
+                     "–" if aim is None else f"{ratio(f['seconds'] / aim)} the {aim:g} s target",
+                     "–" if aim is None else f"≤ {aim:g} s: {judged(f['seconds'] <= aim)}"])
+    m = data.get("memory")
+    if m:
+        small, large = m["runs"][0], m["runs"][-1]
+        inc = m["fit_increase_mib"]
+        n_small, n_large = str(small["n_samples"]), str(large["n_samples"])
+        aim = targets.get("memory_ratio")
+        rows.append([f"peak RSS of `fit` ({m['params']}), N={n_large} vs N={n_small}",
+                     f"{large['peak_rss_during_fit'] / 2**20:.0f} MiB",
+                     f"{small['peak_rss_during_fit'] / 2**20:.0f} MiB",
+                     f"{ratio(m['peak_rss_ratio'])} (the fit's own increase: "
+                     f"{inc[n_large]:.0f} vs {inc[n_small]:.0f} MiB)",
+                     "–" if aim is None else f"≤ {aim:g}×: {judged(m['peak_rss_ratio'] <= aim)}"])
+    intro = ("**ST K-means speed and memory** (`bench_st_speed.py` → `st_speed.json`; the "
+             "same steps, learning rate and penalty on both sides of the alignment):")
+    return intro + "\n\n" + table(["measure", "skxclust", "baseline", "ratio", "target"], rows)
+
+
+def faithfulness_section(data: dict) -> str:
+    """Pixel-flipping areas per (data, model) and method, and who is lowest."""
+    methods = ["explain", "gradient_x_input", "gradient", "occlusion", "random"]
+    labels = ["explain (NEON)", "gradient×input", "gradient", "occlusion", "random"]
+    areas: dict[tuple[str, str], dict[str, float]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for r in data["results"]:
+        key = (r["dataset"], r["model"])
+        areas.setdefault(key, {})[r["method"]] = r["area"]
+        counts[key] = r["n_explained"]
+    rows, lowest, below = [], {}, {"random": [0, 0], "gradient": [0, 0]}
+    for key, by_method in areas.items():
+        best = min(by_method, key=by_method.get)
+        lowest[best] = lowest.get(best, 0) + 1
+        cells = []
+        for method in methods:
+            value = by_method.get(method)
+            cell = "–" if value is None else f"{value:.3f}"
+            cells.append(f"**{cell}**" if method == best else cell)
+        for other, tally in below.items():
+            if other in by_method and "explain" in by_method:
+                tally[0] += by_method["explain"] < by_method[other]
+                tally[1] += 1
+        rank = sorted(by_method, key=by_method.get).index("explain") + 1
+        rows.append([f"{DATA_NAMES.get(key[0], key[0])} / {key[1]}", counts[key], *cells,
+                     f"{rank} of {len(by_method)}"])
+    n_steps = data.get("settings", {}).get("n_steps", "?")
+    intro = ("**Faithfulness** (`bench_faithfulness.py` → `faithfulness.json`, "
+             f"`faithfulness.png`; pixel flipping to the training mean in {n_steps} steps, "
+             "area under the normalised evidence curve, lower is better, lowest per row in "
+             "bold):")
+    if _quick(data):
+        intro += " quick run on small subsets: not comparable to a full run."
+    text = intro + "\n\n" + table(["data / model", "samples", *labels, "rank of explain"], rows,
+                                  "l" + "r" * (len(labels) + 2))
+    lowest_text = ", ".join(f"{m} in {n}" for m, n in sorted(lowest.items(),
+                                                              key=lambda kv: -kv[1]))
+    text += f"\n\nLowest area: {lowest_text} of {len(areas)} settings."
+    for other, (wins, total) in below.items():
+        if total:
+            text += f" `explain` is below {other} in {wins} of {total}."
+    return text
+
+
+def generic_section(name: str, data: dict) -> str:
+    """A result file without a section of its own: its ``summary``, or a pointer to it."""
+    title = data.get("benchmark", name)
+    intro = f"**{title}** (`bench_{name}.py` → `{name}.json`)"
+    summary = data.get("summary")
+    if isinstance(summary, list) and summary and all(isinstance(r, dict) for r in summary):
+        columns = list(dict.fromkeys(c for r in summary for c in r))
+        rows = [[met(v) if isinstance(v, bool) else "–" if v is None else v
+                 for v in (r.get(c) for c in columns)] for r in summary]
+        return intro + ":\n\n" + table(columns, rows)
+    if isinstance(summary, list) and summary:
+        return intro + ":\n\n" + "\n".join(f"- {line}" for line in summary)
+    return intro + ": no summary in the file; see the JSON."
+
+
+SECTIONS = {  # result file stem -> section; README order. Others: generic_section.
+    "explainable": explainable_section,
+    "quality": quality_section,
+    "st_speed": st_speed_section,
+    "faithfulness": faithfulness_section,
+}
+
+
+# ------------------------------------------------------------------------------ report
+def load_results(results_dir: Path) -> dict[str, dict]:
+    """Every ``*.json`` object in ``results_dir``: known files first, in README order."""
+    files = {p.stem: json.loads(p.read_text()) for p in sorted(Path(results_dir).glob("*.json"))}
+    order = [n for n in SECTIONS if n in files] + [n for n in files if n not in SECTIONS]
+    return {n: files[n] for n in order if isinstance(files[n], dict)}
+
+
+def render(results_dir: Path = RESULTS_DIR) -> str:
+    """The results section (markdown, without the markers) for the files in ``results_dir``.
+
+    Parameters
+    ----------
+    results_dir : pathlib.Path, default=benchmarks/results
+        Folder of the JSON result files.
+
+    Returns
+    -------
+    str
+        Deterministic: the same files give the same text.
+    """
+    files = load_results(results_dir)
+    where = display_path(results_dir)
+    head = (f"<!-- Generated by `python -m benchmarks.report` from {where}/*.json; do not edit "
+            "by hand: rerun the benchmarks or the report. -->")
+    if not files:
+        return head + f"\n\nNo benchmark results in `{where}/` yet: run `python -m benchmarks`."
+    parts = [head, runs_section(files)]
+    for name, data in files.items():
+        renderer = SECTIONS.get(name)
+        parts.append(renderer(data) if renderer else generic_section(name, data))
+    return "\n\n".join(parts)
+
+
+def replace_section(text: str, section: str) -> str:
+    """``text`` with everything between the markers replaced by ``section``.
+
+    Raises
+    ------
+    ValueError
+        If the markers are missing or out of order.
+    """
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"README needs the markers {START} and {END}, in that order")
+    return text[: start + len(START)] + "\n" + section.strip("\n") + "\n" + text[end:]
+
+
+def current_section(text: str) -> str:
+    """The text between the markers, as :func:`render` would have written it."""
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"README needs the markers {START} and {END}, in that order")
+    return text[start + len(START): end].strip("\n")
+
+
+def update_readme(readme: Path, section: str) -> bool:
+    """Write ``section`` between the markers of ``readme``; returns whether it changed."""
+    readme = Path(readme)
+    old = readme.read_text()
+    new = replace_section(old, section)
+    if new != old:
+        readme.write_text(new)
+    return new != old
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: write the README section, print it, or check it; returns the status."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.report",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--stdout", action="store_true", help="print the section only")
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 if the README section differs from the JSONs")
+    args = parser.parse_args(argv)
+    section = render(args.results_dir)
+    if args.stdout:
+        print(section)
+        return 0
+    if args.check:
+        ok = current_section(args.readme.read_text()) == section.strip("\n")
+        print(f"{display_path(args.readme)}: results section "
+              f"{'matches' if ok else 'differs from'} {display_path(args.results_dir)}/*.json")
+        return 0 if ok else 1
+    changed = update_readme(args.readme, section)
+    print(f"{display_path(args.readme)}: results section "
+          f"{'regenerated' if changed else 'already up to date'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The benchmark runner and report (``python -m benchmarks``), without running benchmarks.
+
+The README's results section must be what ``benchmarks/report.py`` makes of the committed
+``benchmarks/results/*.json``, so the README cannot drift from the measurements.
+"""
+
+import importlib
+import json
+import platform
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # the benchmarks package lives at the repository root
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import _common, report, runner  # noqa: E402
+
+BENCH_FILES = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+NAMES = [p.stem[len("bench_"):] for p in BENCH_FILES]
+
+
+def test_readme_section_is_generated_from_the_committed_results():
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count(report.START) == 1 and readme.count(report.END) == 1
+    assert report.current_section(readme) == report.render(_common.RESULTS_DIR).strip("\n"), (
+        "README.md's benchmark results differ from benchmarks/results/*.json: run "
+        "`python -m benchmarks.report`")
+
+
+def test_report_check_mode_agrees(capsys):
+    assert report.main(["--check"]) == 0
+    assert "matches" in capsys.readouterr().out
+
+
+def test_report_covers_every_committed_result_file():
+    text = report.render(_common.RESULTS_DIR)
+    for path in _common.RESULTS_DIR.glob("*.json"):
+        assert f"`{path.name}`" in text
+    assert str(ROOT) not in text
+
+
+def test_replace_section_keeps_the_text_around_the_markers():
+    text = f"before\n{report.START}\nold\n{report.END}\nafter\n"
+    new = report.replace_section(text, "new table\n")
+    assert new == f"before\n{report.START}\nnew table\n{report.END}\nafter\n"
+    assert report.current_section(new) == "new table"
+    with pytest.raises(ValueError, match="markers"):
+        report.replace_section("no markers here", "x")
+
+
+def test_report_renders_unknown_and_quick_result_files(tmp_path):
+    for path in _common.RESULTS_DIR.glob("*.json"):
+        data = json.loads(path.read_text())
+        data["quick"] = True
+        (tmp_path / path.name).write_text(json.dumps(data))
+    (tmp_path / "streaming.json").write_text(json.dumps(
+        {"benchmark": "streaming fit", "machine": {"cpu_count": 2},
+         "summary": [{"data": "digits", "ratio": 1.5, "met": True}]}))
+    text = report.render(tmp_path)
+    assert "**streaming fit** (`bench_streaming.py` → `streaming.json`)" in text
+    assert "| digits | 1.5 | met |" in text
+    assert "not judged (quick run)" in text
+    assert report.render(tmp_path / "empty").endswith("run `python -m benchmarks`.")
+
+
+def test_ratio_and_time_formatting():
+    assert report.ratio(1.98914) == "1.99×"
+    assert report.ratio(374.13) == "374×"
+    assert report.ratio(2110.4) == "2110×"
+    assert report.ratio(62.002) == "62.0×"
+    assert report.ratio(1.0036) == "1.00×"
+    assert report.ratio(0.02387) == "0.0239×"
+    assert report.seconds(0.136) == "136 ms"
+    assert report.seconds(2.35e-6) == "2.35 µs"
+    assert report.seconds(178.67) == "179 s"
+
+
+def test_discovery_lists_every_bench_module():
+    found = runner.discover()
+    assert list(found) == NAMES
+    assert {"explainable", "quality", "st_speed", "faithfulness"} <= set(found)
+    assert all(path.name == f"bench_{name}.py" for name, path in found.items())
+
+
+def test_discovery_refuses_a_bench_module_without_entry_points(tmp_path):
+    (tmp_path / "bench_ok.py").write_text("def build_parser():\n    pass\n\n\n"
+                                          "def main(argv=None):\n    return 0\n")
+    assert list(runner.discover(tmp_path)) == ["ok"]
+    (tmp_path / "bench_broken.py").write_text("def main(argv=None):\n    return 0\n")
+    with pytest.raises(ValueError, match="build_parser"):
+        runner.discover(tmp_path)
+
+
+def test_runner_parser_accepts_quick_only_and_output_dir():
+    args = runner.build_parser().parse_args(
+        ["--quick", "--only", "explainable,quality", "--only", "st_speed",
+         "--output-dir", "somewhere", "--no-readme"])
+    assert args.quick and args.readme is False and args.output_dir == Path("somewhere")
+    chosen = runner.selected(args.only, runner.discover())
+    assert list(chosen) == [n for n in NAMES if n in {"explainable", "quality", "st_speed"}]
+    assert runner.build_parser().parse_args([]).readme is None
+    with pytest.raises(SystemExit, match="unknown benchmark"):
+        runner.selected(["explainable,nope"], runner.discover())
+
+
+def test_runner_runs_each_module_with_quick_and_output(tmp_path, monkeypatch, capsys):
+    """A stand-in benchmark (no torch) records the flags the runner gives it."""
+    bench_dir = tmp_path / "benches"
+    bench_dir.mkdir()
+    (bench_dir / "bench_fake.py").write_text(
+        "import json, sys\n\n\n"
+        "def build_parser():\n    pass\n\n\n"
+        "def main(argv=None):\n"
+        "    argv = sys.argv[1:]\n"
+        "    out = argv[argv.index('--output') + 1]\n"
+        "    summary = [{'flag': '--quick' in argv}]\n"
+        "    open(out, 'w').write(json.dumps({'quick': True, 'summary': summary}))\n"
+        "    return 0\n\n\n"
+        "sys.exit(main())\n")
+    real_discover = runner.discover
+    monkeypatch.setattr(runner, "discover", lambda: real_discover(bench_dir))
+    out_dir = tmp_path / "out"
+    assert runner.main(["--quick", "--output-dir", str(out_dir)]) == 0
+    assert json.loads((out_dir / "fake.json").read_text())["summary"] == [{"flag": True}]
+    out = capsys.readouterr().out
+    assert "fake" in out and "| met |" in out  # the report is printed, README untouched
+
+
+def test_quick_results_never_default_to_the_committed_folder():
+    parser = _common.bench_parser("x", "y")
+    assert _common.output_path(parser.parse_args(["--quick"]), "a") == _common.QUICK_DIR / "a.json"
+    assert _common.output_path(parser.parse_args([]), "a") == _common.RESULTS_DIR / "a.json"
+    assert "benchmarks/results/quick/" in (ROOT / ".gitignore").read_text().split()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_bench_module_accepts_quick_and_output(name):
+    module = importlib.import_module(f"benchmarks.bench_{name}")
+    args = module.build_parser().parse_args(["--quick", "--output", "x.json"])
+    assert args.quick and args.output == Path("x.json")
+    assert callable(module.main) and module.NAME == name
+
+
+def test_machine_info_names_no_host_and_no_path():
+    pytest.importorskip("torch")
+    info = _common.machine_info()
+    text = json.dumps(info)
+    assert {"date_utc", "cpu_count", "torch_threads", "versions", "git",
+            "load_average_start"} <= set(info)
+    assert {"python", "torch", "scikit-learn", "numpy", "scipy"} <= set(info["versions"])
+    assert str(ROOT) not in text and str(Path.home()) not in text
+    if platform.node():
+        assert platform.node() not in text
+    assert shutil.which("git") is None or info["git"]["commit"]
