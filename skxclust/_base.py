@@ -17,7 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._lloyd import kmeans_plusplus, lloyd
+from ._lloyd import best_restart, kmeans_plusplus_restarts, lloyd
 from ._threads import serial_threads, torch_threads
 from ._validation import (
     check_init_array,
@@ -70,6 +70,10 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     def _make_geometry(self, n_features: int):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _make_fit_geometry(self, n_features: int):
+        """The geometry :meth:`fit` runs Lloyd with (default: the inference geometry)."""
+        return self._make_geometry(n_features)
+
     def _check_input_geometry(self, n_features: int) -> None:
         """Raise if the data shape does not suit the estimator (e.g. image_shape)."""
 
@@ -91,16 +95,18 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             return None
         return check_init_array(self.init, self.n_clusters, n_features, dtype)
 
-    def _init_centroids(self, X, sample_weight, generator, init_array, shift):
+    def _init_centroids(self, X, sample_weight, generators, init_array, shift):
+        """Initial centroids of every restart, shape (len(generators), K, D)."""
         if init_array is not None:
-            return torch.as_tensor(init_array, dtype=X.dtype, device=X.device) - shift
+            return (torch.as_tensor(init_array, dtype=X.dtype, device=X.device) - shift)[None]
         if self.init == "k-means++":
-            return kmeans_plusplus(X, self.n_clusters, sample_weight, generator)
+            return kmeans_plusplus_restarts(X, self.n_clusters, sample_weight, generators)
         sw = sample_weight.detach().to("cpu", torch.float64)
-        idx = torch.multinomial(
-            sw / sw.sum(), self.n_clusters, replacement=False, generator=generator
-        )
-        return X[idx.to(X.device)].clone()
+        idx = torch.stack([
+            torch.multinomial(sw / sw.sum(), self.n_clusters, replacement=False, generator=g)
+            for g in generators
+        ])
+        return X[idx.to(X.device)]
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -141,7 +147,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
                 n_init = 1
 
             sw = torch.from_numpy(sw_np).to(device)
-            geometry = self._make_geometry(n_features)
+            geometry = self._make_fit_geometry(n_features)
             if geometry.translation_invariant:
                 shift = (sw @ Xt) / sw.sum()
             else:
@@ -150,17 +156,13 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             check_magnitude(Xt)
             tol = float(Xt.var(dim=0, unbiased=False).mean()) * self.tol if n_samples > 1 else 0.0
 
-            best = None
-            for i, gen in enumerate(make_generators(self.random_state, n_init)):
-                centers = self._init_centroids(Xt, sw, gen, init_array, shift)
-                if self.verbose:
-                    print(f"Initialization {i + 1}/{n_init} complete")
-                labels, inertia, centers, n_iter = lloyd(
-                    Xt, centers, geometry, sw, self.max_iter, tol, self.verbose
-                )
-                if best is None or inertia < best[1]:
-                    best = (labels, inertia, centers, n_iter)
-            labels, inertia, centers, n_iter = best
+            generators = make_generators(self.random_state, n_init)
+            centers = self._init_centroids(Xt, sw, generators, init_array, shift)
+            if self.verbose:
+                print(f"Initialization complete: {n_init} restart(s)")
+            labels, inertia, centers, n_iter = best_restart(
+                lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose)
+            )
 
             n_distinct = int(torch.unique(labels).numel())
             if n_distinct < self.n_clusters:

@@ -181,6 +181,9 @@ class ExplainableKMeans(BaseTorchKMeans):
     def _make_geometry(self, n_features: int) -> EuclideanGeometry:
         return EuclideanGeometry(self.batch_size)
 
+    def _make_fit_geometry(self, n_features: int) -> EuclideanGeometry:
+        return EuclideanGeometry(self.batch_size, screen=True)
+
     def _after_fit(self, X, labels, centers) -> None:
         if self.beta != "auto":
             self.beta_ = float(self.beta)

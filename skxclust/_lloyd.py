@@ -12,6 +12,11 @@ Both estimators drive :func:`lloyd` with a *geometry* object that knows how to m
     (then the data are centred for numerical accuracy).
 ``geometry.lloyd_threads(X, centers) -> int | None`` (optional)
     torch intra-op threads for the loop; None (or no such method) keeps torch's setting.
+``geometry.batched_restarts`` (optional, default False)
+    True when ``assign`` and ``update`` also accept centroids of shape (R, K, D) — R
+    independent restarts — returning labels and distances of shape (R, n) and weights of
+    shape (R, K). :func:`lloyd` then runs all restarts together, so each pass over X
+    serves every restart; other geometries run their restarts one after another.
 
 :class:`EuclideanGeometry` is plain k-means; ST K-means plugs in a warping geometry.
 """
@@ -27,14 +32,22 @@ import torch
 from ._threads import serial_threads, torch_threads
 from .nn.neuralized import squared_distances
 
-__all__ = ["Assignment", "EuclideanGeometry", "kmeans_plusplus", "lloyd", "row_norms"]
+__all__ = [
+    "Assignment",
+    "EuclideanGeometry",
+    "best_restart",
+    "kmeans_plusplus",
+    "kmeans_plusplus_restarts",
+    "lloyd",
+    "row_norms",
+]
 
 
 class Assignment(NamedTuple):
-    """Result of an assignment (E) step."""
+    """Result of an assignment (E) step; a leading restart axis R when batched."""
 
-    labels: torch.Tensor  # (n,) long
-    distances: torch.Tensor  # (n,) squared distance to the assigned centroid
+    labels: torch.Tensor  # (n,) or (R, n) long
+    distances: torch.Tensor  # same shape: squared distance to the assigned centroid
     state: Any = None  # geometry-specific per-sample data for the update step
 
 
@@ -46,25 +59,36 @@ def row_norms(X: torch.Tensor) -> torch.Tensor:
 class EuclideanGeometry:
     """Squared Euclidean distance; centroids are weighted means (plain k-means).
 
-    The squared row norms of X and whether the sample weights are all one are computed
-    once per data tensor and reused by every Lloyd iteration and restart (the cache is
-    keyed on the tensor object and its version counter, so in-place changes invalidate it).
+    ``assign`` and ``update`` accept centroids of shape (K, D) or (R, K, D): R restarts
+    share every pass over X (one matrix product against all R * K centroids). The squared
+    row norms of X and whether the sample weights are all one are computed once per data
+    tensor and reused by every iteration and restart (the cache is keyed on the tensor
+    object and its version counter, so in-place changes invalidate it).
 
     Parameters
     ----------
     batch_size : int
-        Rows processed at once; memory is O(batch_size * K).
+        Rows processed at once; memory is O(batch_size * R * K).
+    screen : bool, default=False
+        For float64 data, find the nearest centroids with float32 products and recompute
+        in float64 only the rows whose two best centroids are within the float32 error
+        bound of each other: the labels are those of float64 arithmetic at about half the
+        cost, the distances have float32 accuracy until :meth:`refine` (which :func:`lloyd`
+        calls on its result). Keeps a float32 copy of X.
     """
 
     translation_invariant = True
+    batched_restarts = True
 
-    def __init__(self, batch_size: int = 4096):
+    def __init__(self, batch_size: int = 4096, screen: bool = False):
         self.batch_size = batch_size
+        self.screen = screen
         self._cache: dict[str, tuple] = {}
 
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
         """Intra-op threads :func:`lloyd` should use (None: torch's setting)."""
-        return serial_threads(X, centers.shape[0])
+        n_columns = centers.shape[0] * centers.shape[1] if centers.dim() == 3 else centers.shape[0]
+        return serial_threads(X, n_columns)
 
     def _cached(self, name: str, tensor: torch.Tensor, compute):
         hit = self._cache.get(name)
@@ -74,48 +98,150 @@ class EuclideanGeometry:
         self._cache[name] = (tensor, tensor._version, value)
         return value
 
+    def _chunks(self, n: int) -> list[slice]:
+        return [slice(i, i + self.batch_size) for i in range(0, n, self.batch_size)]
+
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Squared distances, shape (n, K), computed in ``batch_size`` row chunks."""
-        return torch.cat(
-            [squared_distances(X[i : i + self.batch_size], centers)
-             for i in range(0, X.shape[0], self.batch_size)]
-        )
+        return torch.cat([squared_distances(X[sl], centers) for sl in self._chunks(X.shape[0])])
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
-        # argmin_k ||x - mu_k||^2 = argmin_k (||mu_k||^2 - 2 x.mu_k): one addmm per chunk,
-        # ||x||^2 (cached) is added to the minimum only.
+        """Nearest centroid of every row, for centroids (K, D) or restarts (R, K, D).
+
+        With ``screen=True`` the distances are exact to float32 accuracy only (the
+        labels stay exact); :meth:`refine` makes them exact.
+        """
+        return self._assign(X, centers, self._screens(X, centers))
+
+    # Below this many multiply-adds per pass the float32 products save less than the
+    # extra passes of the screening cost (digits with 10 restarts: 1.2e7).
+    screen_min_macs = 2**24
+
+    def _screens(self, X: torch.Tensor, centers: torch.Tensor) -> bool:
+        macs = X.shape[0] * centers[..., 0].numel() * X.shape[1]
+        return self.screen and X.dtype == torch.float64 and macs >= self.screen_min_macs
+
+    def refine(self, X: torch.Tensor, centers: torch.Tensor, assignment) -> Assignment:
+        """The same assignment with distances computed exactly in the dtype of X."""
+        if not self._screens(X, centers):
+            return assignment
+        return self._assign(X, centers, False)
+
+    def _assign(self, X: torch.Tensor, centers: torch.Tensor, screened: bool) -> Assignment:
+        if centers.dim() == 2:
+            batched = self._assign(X, centers[None], screened)
+            return Assignment(batched.labels[0], batched.distances[0])
+        n_restarts, n_clusters, n_features = centers.shape
+        flat = centers.reshape(n_restarts * n_clusters, -1)
+        c_sq = (flat * flat).sum(dim=1)
         x_sq = self._cached("row_norms", X, row_norms)
-        c_sq = (centers * centers).sum(dim=1)  # tiny: elementwise, no BLAS call
+        screen = None
+        if screened:
+            c_max = float(c_sq.max().sqrt())
+            x_max = float(x_sq.max().sqrt())
+            if x_max * c_max < 1e30:  # far from float32 overflow
+                # |float32 score - exact score| <= err(x) for every centroid (rounding of
+                # the inputs, the length-D dot product and the sum; with a factor 2 margin).
+                unit = (n_features + 4) * 2.0**-24 * 2.0
+                err = unit * (2.0 * c_max * x_sq.sqrt() + c_max * c_max)
+                screen = (self._cached("float32", X, lambda t: t.to(torch.float32)),
+                          flat.to(torch.float32), c_sq.to(torch.float32), 2.0 * err)
         n = X.shape[0]
         if n <= self.batch_size:  # one chunk: no copies into preallocated outputs
-            val, idx = torch.addmm(c_sq, X, centers.T, alpha=-2.0).min(dim=1)
-            return Assignment(idx, (val + x_sq).clamp_min_(0.0))
-        labels = torch.empty(n, dtype=torch.long, device=X.device)
-        dists = torch.empty(n, dtype=X.dtype, device=X.device)
-        for i in range(0, n, self.batch_size):
-            sl = slice(i, i + self.batch_size)
-            partial = torch.addmm(c_sq, X[sl], centers.T, alpha=-2.0)
-            val, idx = partial.min(dim=1)
-            labels[sl] = idx
-            dists[sl] = (val + x_sq[sl]).clamp_min_(0.0)
+            idx, val = self._nearest(X, slice(None), flat, c_sq, x_sq, n_clusters, screen)
+            return Assignment(idx.T.contiguous(), val.T.contiguous())
+        labels = torch.empty(n_restarts, n, dtype=torch.long, device=X.device)
+        dists = torch.empty(n_restarts, n, dtype=X.dtype, device=X.device)
+        for sl in self._chunks(n):
+            labels[:, sl], dists[:, sl] = (
+                t.T for t in self._nearest(X, sl, flat, c_sq, x_sq, n_clusters, screen))
         return Assignment(labels, dists)
 
-    def update(self, X, centers, assignment, sample_weight):
-        n_clusters = centers.shape[0]
+    @staticmethod
+    def _nearest(X, sl, flat, c_sq, x_sq, n_clusters, screen):
+        """Labels and squared distances (rows, R) of the rows ``sl`` of X.
+
+        argmin_k ||x - mu_k||^2 = argmin_k (||mu_k||^2 - 2 x.mu_k): one addmm against all
+        R * K centroids, ||x||^2 added to the minimum only. The (rows, R * K) layout keeps
+        every score bitwise independent of the chunking (the transposed product is not),
+        so batch_size never changes a result. With ``screen``, the scores are computed in
+        float32 and only the rows whose best and second-best centroids are closer than
+        the float32 error bound are recomputed in float64: the labels equal the float64
+        ones, the distances carry float32 rounding.
+        """
+        if screen is None:
+            val, idx = torch.addmm(c_sq, X[sl], flat.T, alpha=-2.0).view(
+                -1, flat.shape[0] // n_clusters, n_clusters).min(dim=2)
+            return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
+        X32, flat32, c_sq32, bound = screen
+        scores = torch.addmm(c_sq32, X32[sl], flat32.T, alpha=-2.0)
+        scores = scores.view(scores.shape[0], -1, n_clusters)
+        best, idx = scores.min(dim=2)
+        second = scores.scatter_(2, idx[..., None], float("inf")).min(dim=2).values
+        unsure = ~((second - best).to(bound.dtype) > bound[sl, None])  # NaN: unsure
+        val = best.to(x_sq.dtype)
+        rows = torch.nonzero(unsure.any(dim=1)).flatten()
+        if rows.numel():
+            exact = torch.addmm(c_sq, X[sl][rows], flat.T, alpha=-2.0).view(
+                rows.numel(), -1, n_clusters).min(dim=2)
+            idx[rows], val[rows] = exact.indices, exact.values
+        return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
+
+    def partial_sums(self, X, centers, assignment, sample_weight):
+        """Weighted sums of the members of each centroid and their total weight.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, D)
+        centers : Tensor of shape (K, D) or (R, K, D)
+            Only its shape is used (the number of centroids).
+        assignment : Assignment
+            Labels of shape (n,), or (R, n) for restarts.
+        sample_weight : Tensor of shape (n,)
+
+        Returns
+        -------
+        sums : Tensor of shape (K, D), or (R, K, D)
+        weight : Tensor of shape (K,), or (R, K)
+            Centroids are ``sums / weight``; the sums over disjoint row blocks add up, so
+            streaming and blockwise fits reduce them.
+        """
         labels = assignment.labels
-        weight = torch.zeros(n_clusters, dtype=X.dtype, device=X.device)
-        weight.index_add_(0, labels, sample_weight)
-        sums = torch.zeros_like(centers)
-        if self._cached("unit_weights", sample_weight, lambda w: bool((w == 1).all())):
-            sums.index_add_(0, labels, X)
-        else:
-            for i in range(0, X.shape[0], self.batch_size):
-                sl = slice(i, i + self.batch_size)
-                sums.index_add_(0, labels[sl], X[sl] * sample_weight[sl, None])
-        new = torch.where(weight[:, None] > 0, sums / weight.clamp_min(1e-300)[:, None], centers)
-        return new, weight
+        batched = labels.dim() == 2
+        lab = labels if batched else labels[None]
+        n_restarts, n = lab.shape
+        n_clusters = centers.shape[-2]
+        offsets = torch.arange(n_restarts, device=X.device)[:, None] * n_clusters
+        flat_labels = (lab + offsets).reshape(-1)
+        weight = torch.zeros(n_restarts * n_clusters, dtype=X.dtype, device=X.device)
+        weight.index_add_(0, flat_labels, sample_weight.repeat(n_restarts))
+        sums = X.new_zeros(n_restarts * n_clusters, X.shape[1])
+        unit = self._cached("unit_weights", sample_weight, lambda w: bool((w == 1).all()))
+        # Scatter-add cache-sized blocks of rows (~2 MB in float64) into every restart's
+        # sums before moving on, so X is read from memory once for all restarts.
+        step = max(1, min(self.batch_size, 2**18 // max(1, X.shape[1])))
+        per_restart = flat_labels.view(n_restarts, n)
+        for i in range(0, n, step):
+            block = X[i:i + step] if unit else X[i:i + step] * sample_weight[i:i + step, None]
+            for r in range(n_restarts):
+                sums.index_add_(0, per_restart[r, i:i + step], block)
+        shape = (n_restarts, n_clusters)
+        sums, weight = sums.view(*shape, -1), weight.view(shape)
+        return (sums, weight) if batched else (sums[0], weight[0])
+
+    @staticmethod
+    def centers_from_sums(sums, weight, centers):
+        """``sums / weight``; centroids without weight keep their value in ``centers``."""
+        return torch.where(weight[..., None] > 0,
+                           sums / weight.clamp_min(1e-300)[..., None], centers)
+
+    def update(self, X, centers, assignment, sample_weight):
+        """Weighted means of the members, shape of ``centers``; and the cluster weights."""
+        sums, weight = self.partial_sums(X, centers, assignment, sample_weight)
+        return self.centers_from_sums(sums, weight, centers), weight
 
 
+# -- seeding ------------------------------------------------------------------------------
 def kmeans_plusplus(
     X: torch.Tensor,
     n_clusters: int,
@@ -139,38 +265,101 @@ def kmeans_plusplus(
     -------
     Tensor of shape (n_clusters, D)
     """
+    return kmeans_plusplus_restarts(X, n_clusters, sample_weight, [generator], n_local_trials)[0]
+
+
+def kmeans_plusplus_restarts(
+    X: torch.Tensor,
+    n_clusters: int,
+    sample_weight: torch.Tensor,
+    generators: list[torch.Generator],
+    n_local_trials: int | None = None,
+) -> torch.Tensor:
+    """Independent greedy k-means++ seedings, one per generator, computed together.
+
+    Each seeding draws from its own generator in the same order as a lone call of
+    :func:`kmeans_plusplus` would (the same generator object may be passed several times:
+    it is then consumed restart after restart), so the result equals stacking separate
+    calls; the distance computations of all restarts share one matrix product per step.
+
+    Returns
+    -------
+    Tensor of shape (len(generators), n_clusters, D)
+    """
     if n_local_trials is None:
         n_local_trials = 2 + int(math.log(n_clusters))
-    with torch_threads(serial_threads(X, n_local_trials)):
-        return _kmeans_plusplus(X, n_clusters, sample_weight, generator, n_local_trials)
+    # Restarts per group: keep the (group * trials, n) distance block near 2**24 entries.
+    group = max(1, 2**24 // max(1, n_local_trials * X.shape[0]))
+    out = []
+    with torch_threads(serial_threads(X, n_local_trials * min(group, len(generators)))):
+        for i in range(0, len(generators), group):
+            out.append(_kmeans_plusplus(X, n_clusters, sample_weight,
+                                        generators[i:i + group], n_local_trials))
+    return torch.cat(out)
 
 
-def _kmeans_plusplus(X, n_clusters, sample_weight, generator, n_local_trials):
-    """Body of :func:`kmeans_plusplus`, run under its thread setting."""
-    n = X.shape[0]
+def _kmeans_plusplus(X, n_clusters, sample_weight, generators, n_local_trials):
+    """Body of :func:`kmeans_plusplus_restarts` for one group of restarts."""
+    n, n_restarts = X.shape[0], len(generators)
     sw = sample_weight.detach().to("cpu", torch.float64)
     x_sq = row_norms(X)  # once, not per candidate batch
+    # All draws up front, restart by restart: the order a sequential run would use.
+    first, uniforms = [], []
+    for gen in generators:
+        first.append(int(torch.multinomial(sw / sw.sum(), 1, generator=gen)))
+        uniforms.append(torch.rand(n_clusters - 1, n_local_trials, generator=gen,
+                                   dtype=torch.float64))
+    uniforms = torch.stack(uniforms, dim=1) if n_clusters > 1 else None  # (K-1, R, T)
 
-    def dist_to(idx) -> torch.Tensor:
+    def dist_to(idx: torch.Tensor) -> torch.Tensor:
         """Squared distances (len(idx), n) from the rows ``idx`` of X to every row."""
-        c = X[idx]
+        c = X[idx.to(X.device)]
         d = torch.addmm(row_norms(c)[:, None], c, X.T, alpha=-2.0).add_(x_sq)
         return d.clamp_min_(0.0).to("cpu", torch.float64)
 
-    first = int(torch.multinomial(sw / sw.sum(), 1, generator=generator))
-    centers = [X[first]]
-    closest = dist_to([first])[0]
-    potential = float(closest @ sw)
-    for _ in range(1, n_clusters):
-        cum = torch.cumsum(sw * closest, 0)
-        r = torch.rand(n_local_trials, generator=generator, dtype=torch.float64) * potential
-        cand = torch.searchsorted(cum, r).clamp_max(n - 1)
-        d_cand = torch.minimum(closest[None, :], dist_to(cand.to(X.device)))
-        pots = d_cand @ sw
-        best = int(pots.argmin())
-        closest, potential = d_cand[best], float(pots[best])
-        centers.append(X[int(cand[best])])
-    return torch.stack(centers)
+    rows = torch.arange(n_restarts)
+    chosen = torch.empty(n_restarts, n_clusters, dtype=torch.long)
+    chosen[:, 0] = torch.tensor(first)
+    closest = dist_to(chosen[:, 0])  # (R, n)
+    potential = closest @ sw  # (R,)
+    for step in range(1, n_clusters):
+        cum = torch.cumsum(sw * closest, dim=1)
+        draws = uniforms[step - 1] * potential[:, None]  # (R, T)
+        cand = torch.searchsorted(cum, draws).clamp_max_(n - 1)
+        d_cand = torch.minimum(closest[:, None, :],
+                               dist_to(cand.reshape(-1)).view(n_restarts, n_local_trials, n))
+        pots = d_cand @ sw  # (R, T)
+        best = pots.argmin(dim=1)
+        closest, potential = d_cand[rows, best], pots[rows, best]
+        chosen[:, step] = cand[rows, best]
+    return X[chosen.to(X.device)]
+
+
+# -- the Lloyd loop -----------------------------------------------------------------------
+class _OneRestart:
+    """View a geometry without batched restarts as one with a restart axis of length 1."""
+
+    def __init__(self, geometry):
+        self.geometry = geometry
+
+    def assign(self, X, centers):
+        a = self.geometry.assign(X, centers[0])
+        return Assignment(a.labels[None], a.distances[None], a.state)
+
+    def update(self, X, centers, assignment, sample_weight):
+        single = Assignment(assignment.labels[0], assignment.distances[0], assignment.state)
+        new, weight = self.geometry.update(X, centers[0], single, sample_weight)
+        return new[None], weight[None]
+
+
+def best_restart(result):
+    """The restart of a batched :func:`lloyd` result with the lowest inertia.
+
+    Returns ``(labels (n,), inertia float, centers (K, D), n_iter int)``.
+    """
+    labels, inertia, centers, n_iter = result
+    best = int(torch.argmin(inertia))
+    return labels[best], float(inertia[best]), centers[best], int(n_iter[best])
 
 
 def lloyd(
@@ -182,59 +371,101 @@ def lloyd(
     tol: float,
     verbose: int = 0,
     history: list | None = None,
-) -> tuple[torch.Tensor, float, torch.Tensor, int]:
+):
     """Lloyd iterations with a pluggable geometry (the project's only Lloyd loop).
 
     Convergence follows scikit-learn: stop when labels do not change (strict) or when the
     total squared centroid shift is ``<= tol`` (``tol`` already scaled by the data variance).
     Empty clusters are relocated to the samples farthest from their centroid.
 
+    Parameters
+    ----------
+    X : Tensor of shape (n, D)
+    centers : Tensor of shape (K, D), or (R, K, D) for R independent restarts
+        Initial centroids. Restarts stop one by one as each converges; with a geometry
+        that has ``batched_restarts`` the running ones share every pass over X.
+    geometry : geometry object (see the module docstring)
+    sample_weight : Tensor of shape (n,)
+    max_iter : int
+    tol : float
+    verbose : int, default=0
+    history : list, optional
+        Receives one dict (iteration, inertia, labels) per iteration; single run only.
+
     Returns
     -------
-    labels : LongTensor (n,)
-    inertia : float
+    labels : LongTensor (n,) — (R, n) for restarts
+    inertia : float — float64 Tensor (R,) for restarts
         Weighted sum of the distances for the returned labels and centroids.
-    centers : Tensor (K, D)
-    n_iter : int
-        Number of iterations run (>= 1).
+    centers : Tensor (K, D) — (R, K, D) for restarts
+    n_iter : int — LongTensor (R,) for restarts; iterations run (>= 1).
     """
+    if centers.dim() == 2:
+        labels, inertia, out, n_iter = lloyd(X, centers[None], geometry, sample_weight,
+                                             max_iter, tol, verbose, history)
+        return labels[0], float(inertia[0]), out[0], int(n_iter[0])
+    if history is not None and centers.shape[0] != 1:
+        raise ValueError("lloyd records a history for a single run only.")
     hint = getattr(geometry, "lloyd_threads", None)
     with torch_threads(None if hint is None else hint(X, centers)):
-        return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
+        if getattr(geometry, "batched_restarts", False):
+            return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
+        runs = [_lloyd(X, c[None], _OneRestart(geometry), sample_weight, max_iter, tol,
+                       verbose, history) for c in centers]
+        return tuple(torch.cat(parts) for parts in zip(*runs))
+
+
+def _relocate_empty(X, centers, weight, distances) -> None:
+    """Move the centroids without members to the samples farthest from their centroid."""
+    for r in torch.nonzero((weight == 0).any(dim=1)).flatten().tolist():
+        empty = torch.nonzero(weight[r] == 0).flatten()
+        far = torch.argsort(distances[r], descending=True)[: empty.numel()]
+        centers[r, empty] = X[far]
 
 
 def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history):
-    """Body of :func:`lloyd`, run under the geometry's thread setting."""
+    """Body of :func:`lloyd` for restarts (R, K, D), run under the geometry's threads."""
     t0 = time.perf_counter()
+    n_restarts = centers.shape[0]
+    centers = centers.clone()
     assignment = geometry.assign(X, centers)
-    n_iter = 0
-    for it in range(max_iter):
-        n_iter = it + 1
-        new_centers, weight = geometry.update(X, centers, assignment, sample_weight)
-        empty = torch.nonzero(weight == 0).flatten()
-        if empty.numel():
-            far = torch.argsort(assignment.distances, descending=True)[: empty.numel()]
-            new_centers[empty] = X[far]
-        shift = float(((new_centers - centers) ** 2).sum())
-        centers = new_centers
-        labels_old = assignment.labels
-        assignment = geometry.assign(X, centers)
+    labels, distances = assignment.labels.clone(), assignment.distances.clone()
+    n_iter = torch.ones(n_restarts, dtype=torch.long)
+    running = torch.arange(n_restarts)  # restarts still iterating
+    cur_centers, cur = centers, assignment
+    for it in range(1, max_iter + 1):
+        new_centers, weight = geometry.update(X, cur_centers, cur, sample_weight)
+        _relocate_empty(X, new_centers, weight, cur.distances)
+        shift = ((new_centers - cur_centers) ** 2).sum(dim=(1, 2))
+        new = geometry.assign(X, new_centers)
+        stable = (new.labels == cur.labels).all(dim=1)
+        centers[running], labels[running], distances[running] = (
+            new_centers, new.labels, new.distances)
+        n_iter[running] = it
         if history is not None or verbose:  # only then: it costs a reduction and a sync
-            inertia = float(assignment.distances @ sample_weight)
+            inertia = (new.distances @ sample_weight).tolist()
         if history is not None:
-            history.append({"iteration": n_iter, "inertia": inertia, "labels": assignment.labels})
+            history.append({"iteration": it, "inertia": inertia[0], "labels": new.labels[0]})
+        done = (stable | (shift <= tol)).cpu()
         if verbose:
-            print(
-                f"Iteration {n_iter}: inertia {inertia:.6g}, centre shift {shift:.3g}, "
-                f"{time.perf_counter() - t0:.1f}s"
-            )
-        if torch.equal(labels_old, assignment.labels):
-            if verbose:
-                print(f"Converged at iteration {n_iter}: strict convergence.")
+            runs = "" if n_restarts == 1 else f" ({running.numel()} restarts running)"
+            print(f"Iteration {it}{runs}: inertia {min(inertia):.6g}, centre shift "
+                  f"{float(shift.max()):.3g}, {time.perf_counter() - t0:.1f}s")
+            if bool(done.all()):
+                why = "strict convergence" if bool(stable.all()) else f"shift <= tol {tol:.3g}"
+                print(f"Converged at iteration {it}: {why}.")
+        if bool(done.all()):
             break
-        if shift <= tol:
-            if verbose:
-                print(f"Converged at iteration {n_iter}: shift {shift:.3g} <= tol {tol:.3g}.")
-            break
-    inertia = float(assignment.distances @ sample_weight)
-    return assignment.labels, inertia, centers, max(n_iter, 1)
+        keep = ~done
+        if bool(keep.all()):
+            cur_centers, cur = new_centers, new
+        else:
+            running = running[keep]
+            kept = keep.to(X.device)
+            cur_centers = new_centers[kept]
+            cur = Assignment(new.labels[kept], new.distances[kept], new.state)
+    refine = getattr(geometry, "refine", None)
+    if refine is not None:  # exact distances for the inertia (see EuclideanGeometry.screen)
+        distances = refine(X, centers, Assignment(labels, distances)).distances
+    inertia = distances.to(torch.float64) @ sample_weight.to(torch.float64)
+    return labels, inertia, centers, n_iter

@@ -235,9 +235,13 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             return 10 if (isinstance(self.init, str) and self.init == "random") else 1
         return int(self.n_init)
 
-    def _init_centroids(self, X, sample_weight, generator, init_array, shift):
+    def _init_centroids(self, X, sample_weight, generators, init_array, shift):
         if init_array is not None or self.init not in ("k-means", "k-means+merge"):
-            return super()._init_centroids(X, sample_weight, generator, init_array, shift)
+            return super()._init_centroids(X, sample_weight, generators, init_array, shift)
+        return torch.stack([self._kmeans_merge_init(X, sample_weight, g) for g in generators])
+
+    def _kmeans_merge_init(self, X, sample_weight, generator):
+        """The "k-means" / "k-means+merge" initial centroids (K, D) of one restart."""
         n_over = self.n_clusters
         if self.init == "k-means+merge":
             n_over = min(2 * self.n_clusters, X.shape[0])

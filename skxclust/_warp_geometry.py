@@ -14,7 +14,13 @@ from numbers import Integral
 import numpy as np
 import torch
 
-from ._lloyd import Assignment, EuclideanGeometry, kmeans_plusplus, lloyd
+from ._lloyd import (
+    Assignment,
+    EuclideanGeometry,
+    best_restart,
+    kmeans_plusplus_restarts,
+    lloyd,
+)
 from ._threads import torch_threads
 from .nn.align import optimize_pairs, optimize_warps, solve_centroids
 from .nn.warps import make_warp_model, unwarp_images
@@ -53,20 +59,17 @@ def resolve_image_shape(image_shape, n_features: int) -> tuple[int, int]:
 def euclidean_kmeans(X, n_clusters, sample_weight, generator, n_runs=10, max_iter=300):
     """Best (lowest inertia) of ``n_runs`` Euclidean k-means runs: (centers, labels).
 
-    k-means++ seeding and the project's Lloyd loop on centred data; cheap next to one
-    warped assignment.
+    k-means++ seeding and the project's Lloyd loop on centred data, the runs batched as
+    restarts (``generator`` is consumed run after run); cheap next to one warped assignment.
     """
     mean = (sample_weight @ X) / sample_weight.sum()
     Xc = X - mean
     tol = 1e-4 * float(Xc.var(dim=0, unbiased=False).mean()) if X.shape[0] > 1 else 0.0
-    geometry = EuclideanGeometry()
-    best = None
-    for _ in range(n_runs):
-        seeds = kmeans_plusplus(Xc, n_clusters, sample_weight, generator)
-        labels, inertia, centers, _ = lloyd(Xc, seeds, geometry, sample_weight, max_iter, tol)
-        if best is None or inertia < best[0]:
-            best = (inertia, centers, labels)
-    return best[1] + mean, best[2]
+    seeds = kmeans_plusplus_restarts(Xc, n_clusters, sample_weight, [generator] * n_runs)
+    labels, _, centers, _ = best_restart(
+        lloyd(Xc, seeds, EuclideanGeometry(screen=True), sample_weight, max_iter, tol)
+    )
+    return centers + mean, labels
 
 
 def ward_merge(distances: np.ndarray, weights: np.ndarray, n_clusters: int) -> np.ndarray:

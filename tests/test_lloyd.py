@@ -1,0 +1,117 @@
+"""The shared k-means machinery: batched restarts and float32 screening change no result."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+
+from skxclust._lloyd import (
+    Assignment,
+    EuclideanGeometry,
+    best_restart,
+    kmeans_plusplus,
+    kmeans_plusplus_restarts,
+    lloyd,
+)
+
+
+def _generators(seeds):
+    return [torch.Generator().manual_seed(s) for s in seeds]
+
+
+@pytest.fixture(scope="module")
+def digits_t():
+    X = load_digits().data[:500]
+    return torch.from_numpy(X - X.mean(axis=0))
+
+
+@pytest.fixture(scope="module")
+def blobs_t():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(scale=4.0, size=(5, 12))
+    X = np.concatenate([c + rng.normal(size=(60, 12)) for c in centres])
+    return torch.from_numpy(X)
+
+
+@pytest.mark.parametrize("n_clusters", [2, 5, 9])
+def test_batched_kmeans_plusplus_equals_separate_seedings(blobs_t, n_clusters):
+    sw = torch.ones(blobs_t.shape[0], dtype=blobs_t.dtype)
+    seeds = [3, 14, 15, 92]
+    batched = kmeans_plusplus_restarts(blobs_t, n_clusters, sw, _generators(seeds))
+    separate = torch.stack([kmeans_plusplus(blobs_t, n_clusters, sw, g)
+                            for g in _generators(seeds)])
+    torch.testing.assert_close(batched, separate, rtol=0, atol=0)
+
+
+def test_shared_generator_is_consumed_restart_after_restart(blobs_t):
+    sw = torch.ones(blobs_t.shape[0], dtype=blobs_t.dtype)
+    gen = torch.Generator().manual_seed(7)
+    batched = kmeans_plusplus_restarts(blobs_t, 4, sw, [gen] * 3)
+    gen = torch.Generator().manual_seed(7)
+    separate = torch.stack([kmeans_plusplus(blobs_t, 4, sw, gen) for _ in range(3)])
+    torch.testing.assert_close(batched, separate, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("batch_size", [4096, 37])
+def test_batched_restarts_match_one_run_at_a_time(digits_t, weighted, batch_size):
+    n = digits_t.shape[0]
+    sw = (torch.from_numpy(np.random.default_rng(1).uniform(0.5, 2.0, n)) if weighted
+          else torch.ones(n, dtype=digits_t.dtype))
+    inits = kmeans_plusplus_restarts(digits_t, 6, sw, _generators(range(5)))
+    geometry = EuclideanGeometry(batch_size)
+    labels, inertia, centers, n_iter = lloyd(digits_t, inits, geometry, sw, 100, 1e-6)
+    for r in range(inits.shape[0]):
+        lab, ine, cen, it = lloyd(digits_t, inits[r], EuclideanGeometry(batch_size), sw, 100,
+                                  1e-6)
+        assert torch.equal(labels[r], lab)
+        assert int(n_iter[r]) == it
+        torch.testing.assert_close(centers[r], cen, rtol=1e-12, atol=1e-12)
+        assert float(inertia[r]) == pytest.approx(ine, rel=1e-12)
+    best = best_restart((labels, inertia, centers, n_iter))
+    assert best[1] == pytest.approx(float(inertia.min()))
+
+
+@pytest.mark.parametrize("restarts", [1, 4])
+def test_float32_screening_gives_the_float64_labels(digits_t, restarts):
+    # Integer-valued digits make exact ties between centroids common: the screening must
+    # hand every close call back to float64.
+    sw = torch.ones(digits_t.shape[0], dtype=digits_t.dtype)
+    centers = kmeans_plusplus_restarts(digits_t, 10, sw, _generators(range(restarts)))
+    exact = EuclideanGeometry(64).assign(digits_t, centers)
+    screening = EuclideanGeometry(64, screen=True)
+    screening.screen_min_macs = 0
+    screened = screening.assign(digits_t, centers)
+    assert torch.equal(screened.labels, exact.labels)
+    torch.testing.assert_close(screened.distances, exact.distances, rtol=1e-4, atol=1e-3)
+    refined = screening.refine(digits_t, centers, screened)
+    assert torch.equal(refined.labels, exact.labels)
+    assert torch.equal(refined.distances, exact.distances)
+
+
+def test_screened_lloyd_reports_the_exact_inertia(blobs_t):
+    sw = torch.ones(blobs_t.shape[0], dtype=blobs_t.dtype)
+    init = blobs_t[[0, 70, 130, 190, 250]].clone()
+    plain = lloyd(blobs_t, init, EuclideanGeometry(), sw, 50, 0.0)
+    geometry = EuclideanGeometry(screen=True)
+    geometry.screen_min_macs = 0
+    screened = lloyd(blobs_t, init, geometry, sw, 50, 0.0)
+    assert torch.equal(plain[0], screened[0])
+    assert screened[1] == pytest.approx(plain[1], rel=1e-13)
+
+
+def test_partial_sums_of_blocks_add_up_to_the_update(digits_t):
+    sw = torch.from_numpy(np.random.default_rng(2).uniform(0.1, 3.0, digits_t.shape[0]))
+    geometry = EuclideanGeometry()
+    centers = digits_t[:4].clone()
+    a = geometry.assign(digits_t, centers)
+    new, weight = geometry.update(digits_t, centers, a, sw)
+    sums = torch.zeros_like(centers)
+    total = torch.zeros(4, dtype=digits_t.dtype)
+    for sl in (slice(0, 150), slice(150, 420), slice(420, None)):
+        s, w = geometry.partial_sums(digits_t[sl], centers,
+                                     Assignment(a.labels[sl], a.distances[sl]), sw[sl])
+        sums += s
+        total += w
+    torch.testing.assert_close(total, weight)
+    torch.testing.assert_close(geometry.centers_from_sums(sums, total, centers), new)
