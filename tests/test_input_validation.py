@@ -156,10 +156,10 @@ DATA_CASES = [
     Case("X-dataframe-mixed-names", "``X`` is a DataFrame with int and str column names", ALL,
          TypeError, r"Feature names are only supported if all input features have string "
          r"names", _memo(lambda: _dataframe(columns=["a"] + list(range(15))))),
-    Case("X-huge-float64", "float64 ``X`` whose squared distances overflow (|x| ~ 1e200)", ALL,
+    Case("X-huge-float64", "float64 ``X`` whose squared distances overflow (values ~1e200)", ALL,
          ValueError, r"X has values too large for squared distances in torch\.float64",
          lambda: X * 1e200),
-    Case("X-huge-float32", "float32 ``X`` whose squared distances overflow (|x| ~ 1e30)", ALL,
+    Case("X-huge-float32", "float32 ``X`` whose squared distances overflow (values ~1e30)", ALL,
          ValueError, r"X has values too large for squared distances in torch\.float32",
          lambda: (X * 1e30).astype(np.float32)),
     Case("X-fewer-rows-than-clusters", "fewer samples than ``n_clusters``", FIT, ValueError,
