@@ -16,6 +16,7 @@ from ._validation import (
     check_beta,
     check_explainable_n_clusters,
     check_lrp_options,
+    check_magnitude,
     check_target,
     resolve_device,
 )
@@ -263,6 +264,8 @@ class ExplainableKMeans(BaseTorchKMeans):
         check_explainable_n_clusters(self.n_clusters)
         check_lrp_options(rule, epsilon)
         beta = self.beta_ if beta is None else check_beta(beta)
+        if self.feature_extractor is None:
+            return self._explain_features(raw, target, beta)
         with inference_threads(raw, self.n_clusters):
             Xt, centers, geometry = self._frame(raw)
             labels = geometry.assign(Xt, centers).labels.cpu().numpy() if target is None else None
@@ -281,6 +284,32 @@ class ExplainableKMeans(BaseTorchKMeans):
                     ).reshape(relevance.shape[0], -1)
                 out[sl] = relevance.to(raw.dtype)
             return out.cpu().numpy()
+
+    def _explain_features(self, raw: torch.Tensor, target, beta: float) -> np.ndarray:
+        """NEON on the input features, in row blocks that stay in the CPU cache.
+
+        Each block is centred (the frame of :meth:`_frame`), its label taken from the same
+        product that gives ``h`` (no separate assignment pass), and its relevance written
+        straight into the output: X is read once and the output written once.
+        """
+        n, n_features = raw.shape
+        if target is not None:
+            target = torch.from_numpy(
+                check_target(target, n, self.n_clusters, None)).to(raw.device)
+        centers = torch.as_tensor(self.cluster_centers_, device=raw.device).to(raw.dtype)
+        shift = centers.mean(dim=0)
+        centers = centers - shift
+        # ~1 MB of float64 per block: the few (rows, D) temporaries stay in cache.
+        step = max(1, min(self.batch_size, 2**17 // max(1, n_features)))
+        out = torch.empty_like(raw)
+        with inference_threads(raw, self.n_clusters):
+            for i in range(0, n, step):
+                sl = slice(i, i + step)
+                block = raw[sl] - shift
+                check_magnitude(block)
+                neon_relevance(block, centers, None if target is None else target[sl], beta,
+                               out=out[sl])
+        return out.cpu().numpy()
 
     def as_module(self, kind="neuralized", beta=None):
         """The fitted model as a ``torch.nn.Module`` (for zennit, captum, deep pipelines).

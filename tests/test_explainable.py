@@ -303,3 +303,10 @@ def test_as_module_smooth_pool_approaches_min_for_large_beta(fitted_blobs, blobs
 def test_as_module_rejects_unknown_kind(fitted_blobs):
     with pytest.raises(ValueError, match="kind"):
         fitted_blobs.as_module("linear")
+
+
+def test_explain_default_target_is_the_predicted_cluster(fitted_digits, digits):
+    X, _ = digits
+    np.testing.assert_array_equal(
+        fitted_digits.explain(X), fitted_digits.explain(X, target=fitted_digits.predict(X))
+    )

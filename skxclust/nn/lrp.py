@@ -104,6 +104,7 @@ def midpoint_relevance(
     competitor_relevance: torch.Tensor,
     eps: float = 1e-12,
     offset: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Midpoint rule: propagate competitor relevance onto the input features.
 
@@ -127,6 +128,9 @@ def midpoint_relevance(
         Relative guard against division by ``h_ck ~ 0`` (sign-aware).
     offset : Tensor of shape (B, K), optional
         Additive term of each squared distance (e.g. a warp penalty).
+    out : Tensor of shape (B, D), optional
+        Written with the result when the centroids are shared and there is no offset
+        (then no other (B, D) temporary than one (B, 2D) product is made).
 
     Returns
     -------
@@ -139,6 +143,11 @@ def midpoint_relevance(
     # sum_k a_k (mu_c - mu_k) = sum_j coef_j mu_j with coef = a_sum * onehot(c) - a: two
     # matrix products and two passes over (B, D), nothing of shape (B, K-1, D).
     coef = (-a).scatter_add_(1, target[:, None], a_sum)
+    if centers.dim() == 2 and offset is None:
+        # one product with [2 mu, -mu^2] (K, 2D), then R = x * P1 + P2 in one pass
+        n_features = centers.shape[1]
+        products = coef @ torch.cat([2.0 * centers, -(centers * centers)], dim=1)
+        return torch.addcmul(products[:, n_features:], x, products[:, :n_features], out=out)
     if centers.dim() == 2:
         relevance = 2.0 * x * (coef @ centers) - coef @ (centers * centers)
     else:
@@ -171,10 +180,11 @@ def midpoint_relevance(
 def neon_relevance(
     x: torch.Tensor,
     centers: torch.Tensor,
-    target: torch.Tensor,
+    target: torch.Tensor | None,
     beta: float,
     eps: float = 1e-12,
     offset: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """NEON explanation of the k-means evidence for ``target``.
 
@@ -183,13 +193,16 @@ def neon_relevance(
     x : Tensor of shape (B, D)
     centers : Tensor of shape (K, D) or (B, K, D)
         At least two clusters.
-    target : LongTensor of shape (B,)
+    target : LongTensor of shape (B,) or None
+        Cluster explained in each row; None: the nearest one (the k-means label).
     beta : float
         Soft-min stiffness in ``[0, inf]``.
     eps : float
         Guard of :func:`midpoint_relevance`.
     offset : Tensor of shape (B, K), optional
         Additive term of each squared distance, ``d_k = ||x - mu_k||^2 + offset_k``.
+    out : Tensor of shape (B, D), optional
+        Receives the relevance (see :func:`midpoint_relevance`).
 
     Returns
     -------
@@ -211,17 +224,19 @@ def neon_relevance(
     # h_ck = 2 x.(mu_c - mu_k) - (||mu_c||^2 - ||mu_k||^2): the linear form itself, so
     # that the midpoint rule conserves to rounding (no ||x||^2 cancellation).
     if centers.dim() == 2:
-        xm = x @ centers.T
-        sq = (centers * centers).sum(dim=1).expand(x.shape[0], -1)
+        g = torch.addmm((centers * centers).sum(dim=1), x, centers.T, beta=-1.0, alpha=2.0)
     else:
-        xm = torch.einsum("bd,bkd->bk", x, centers)
-        sq = (centers * centers).sum(dim=-1)
-    g = 2.0 * xm - sq  # h_ck = g_c - g_k
-    h = g.gather(1, target[:, None]) - g
+        g = 2.0 * torch.einsum("bd,bkd->bk", x, centers) - (centers * centers).sum(dim=-1)
+    # g_k = 2 x.mu_k - ||mu_k||^2 = ||x||^2 - d_k, so h_ck = g_c - g_k.
     if offset is not None:
-        h = h + (offset - offset.gather(1, target[:, None]))
+        g = g - offset
+    if target is None:
+        target = g.argmax(dim=1)
+    h = g.gather(1, target[:, None]) - g
     r_comp, f = softmin_redistribution(h, target, beta)
-    return midpoint_relevance(x, centers, target, h, r_comp, eps=eps, offset=offset), f
+    relevance = midpoint_relevance(x, centers, target, h, r_comp, eps=eps, offset=offset,
+                                   out=out)
+    return relevance, f
 
 
 def root_point_relevance(
