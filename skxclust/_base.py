@@ -28,12 +28,21 @@ from ._validation import (
     to_tensor,
 )
 
-__all__ = ["BaseTorchKMeans", "inference_threads", "restore_on_error"]
+__all__ = ["BaseTorchKMeans", "empty_output", "inference_threads", "restore_on_error"]
 
 
 def inference_threads(X: torch.Tensor, n_clusters: int):
     """Thread setting for one inference pass of X against the centroids (see _threads)."""
     return torch_threads(serial_threads(X, n_clusters))
+
+
+def empty_output(X: torch.Tensor, *shape: int) -> np.ndarray:
+    """An uninitialised host array of ``shape`` in the numpy dtype of ``X``.
+
+    Inference writes its results into it chunk by chunk, so that no device-side copy of
+    the whole output (and no concatenation) is ever held.
+    """
+    return np.empty(shape, dtype=torch.empty(0, dtype=X.dtype).numpy().dtype)
 
 
 @contextlib.contextmanager
@@ -180,22 +189,50 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
 
     # -- inference -------------------------------------------------------------------
     def _validated_tensor(self, X) -> torch.Tensor:
-        """Check fitted, validate X for inference and copy it to the device."""
+        """Check fitted, validate X for inference and put it on the device.
+
+        On the CPU the tensor shares the memory of a writeable C-contiguous float array
+        (:func:`~skxclust._validation.to_tensor`): never write into it.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
         return to_tensor(X, resolve_device(self.device))
 
-    def _frame(self, raw: torch.Tensor):
-        """Embed validated rows; return (X, centers, geometry), shifted together into a
-        frame where the geometry is numerically accurate when it is shift invariant."""
+    def _inference_frame(self, raw: torch.Tensor):
+        """Embed validated rows for chunked inference; return (X, centers, geometry, shift).
+
+        ``X`` is the embedded input, *not* shifted (no copy of the input when the embedding
+        is the identity); ``centers`` are already in the frame where the geometry is
+        numerically accurate: shifted by ``shift`` (the mean centroid) when the geometry is
+        translation invariant, else ``shift`` is None. Iterate over the rows with
+        :meth:`_framed_chunks`, which shifts ``batch_size`` rows at a time, so that the memory
+        used beyond the output is O(batch_size * n_features).
+        """
         Xt = self._embed(raw)
         centers = torch.as_tensor(self.cluster_centers_, device=raw.device).to(Xt.dtype)
         geometry = self._make_geometry(raw.shape[1])
+        shift = None
         if geometry.translation_invariant:
             shift = centers.mean(dim=0)
-            Xt, centers = Xt - shift, centers - shift
-        check_magnitude(Xt)
-        return Xt, centers, geometry
+            centers = centers - shift
+        check_magnitude(Xt, shift=shift)
+        return Xt, centers, geometry, shift
+
+    def _framed_chunks(self, X: torch.Tensor, shift: torch.Tensor | None):
+        """Yield ``(rows, X[rows] in the frame of the centers)``, ``batch_size`` rows at a time."""
+        for start in range(0, X.shape[0], self.batch_size):
+            rows = slice(start, min(start + self.batch_size, X.shape[0]))
+            yield rows, X[rows] if shift is None else X[rows] - shift
+
+    def _frame(self, raw: torch.Tensor):
+        """Embed validated rows; return (X, centers, geometry), shifted together into a
+        frame where the geometry is numerically accurate when it is shift invariant.
+
+        Holds the whole shifted X (a copy of the input when shifted): prefer
+        :meth:`_inference_frame` with :meth:`_framed_chunks` for large inputs.
+        """
+        Xt, centers, geometry, shift = self._inference_frame(raw)
+        return (Xt if shift is None else Xt - shift), centers, geometry
 
     def _prepare(self, X):
         """Validate X for inference; return (X tensor, centers tensor, geometry)."""
@@ -214,8 +251,11 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         """
         raw = self._validated_tensor(X)
         with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry = self._frame(raw)
-            return geometry.assign(Xt, centers).labels.cpu().numpy()
+            Xt, centers, geometry, shift = self._inference_frame(raw)
+            labels = np.empty(Xt.shape[0], dtype=np.int64)
+            for rows, x in self._framed_chunks(Xt, shift):
+                labels[rows] = geometry.assign(x, centers).labels.cpu().numpy()
+            return labels
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit and return ``labels_``. See :meth:`fit`."""
@@ -234,8 +274,11 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         """
         raw = self._validated_tensor(X)
         with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry = self._frame(raw)
-            return geometry.pairwise(Xt, centers).sqrt().cpu().numpy()
+            Xt, centers, geometry, shift = self._inference_frame(raw)
+            out = empty_output(Xt, Xt.shape[0], centers.shape[0])
+            for rows, x in self._framed_chunks(Xt, shift):
+                out[rows] = geometry.pairwise(x, centers).sqrt().cpu().numpy()
+            return out
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then return :meth:`transform` of X."""
@@ -254,10 +297,14 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         -------
         float
         """
-        Xt, centers, geometry = self._prepare(X)
-        sw = torch.from_numpy(check_sample_weight(sample_weight, Xt.shape[0], np.float64))
-        d = geometry.assign(Xt, centers).distances.cpu().to(torch.float64)
-        return -float(d @ sw)
+        raw = self._validated_tensor(X)
+        sw = check_sample_weight(sample_weight, raw.shape[0], np.float64)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry, shift = self._inference_frame(raw)
+            d = np.empty(Xt.shape[0], dtype=np.float64)
+            for rows, x in self._framed_chunks(Xt, shift):
+                d[rows] = geometry.assign(x, centers).distances.cpu().to(torch.float64).numpy()
+        return -float(torch.from_numpy(d) @ torch.from_numpy(sw))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseTorchKMeans
+from ._base import BaseTorchKMeans, empty_output
 from ._lloyd import Assignment, EuclideanGeometry, lloyd
 from ._spatial_explain import WarpExplanationMixin
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, resolve_image_shape, ward_merge
@@ -288,6 +288,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         ndarray of shape (n_samples, n_features)
             Same float dtype as X; 0 where the inverse warp leaves the sample.
         """
-        Xt, centers, geometry = self._prepare(X)
-        assignment = geometry.assign(Xt, centers)
-        return geometry.aligned(Xt, assignment).cpu().numpy()
+        Xt, centers, geometry, shift = self._inference_frame(self._validated_tensor(X))
+        out = empty_output(Xt, *Xt.shape)
+        for rows, x in self._framed_chunks(Xt, shift):
+            out[rows] = geometry.aligned(x, geometry.assign(x, centers)).cpu().numpy()
+        return out

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._base import empty_output
 from ._validation import check_beta, check_explainable_n_clusters, check_target
 from .nn.lrp import auto_beta, neon_relevance
 from .nn.neuralized import cluster_evidence
@@ -73,10 +74,10 @@ class WarpExplanationMixin:
             ``argmax`` along axis 1 equals :meth:`predict`; ``+inf`` when n_clusters == 1.
         """
         Xt, centers, geometry = self._prepare(X)
-        out = torch.empty(Xt.shape[0], centers.shape[0], dtype=Xt.dtype, device=Xt.device)
+        out = empty_output(Xt, Xt.shape[0], centers.shape[0])
         for sl, losses, _ in self._warped_evidence_chunks(Xt, centers, geometry):
-            out[sl] = cluster_evidence(losses)
-        return out.cpu().numpy()
+            out[sl] = cluster_evidence(losses).cpu().numpy()
+        return out
 
     def explain(self, X, target=None, beta=None, frame="input"):
         """Relevance maps of the warped-distance cluster assignment (NEON).
@@ -113,7 +114,7 @@ class WarpExplanationMixin:
         beta = self.beta_ if beta is None else check_beta(beta)
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
         model = geometry.model(Xt)
-        out = torch.empty_like(Xt)
+        out = empty_output(Xt, *Xt.shape)
         for sl, losses, warps in self._warped_evidence_chunks(Xt, centers, geometry):
             x = Xt[sl]
             rows = torch.arange(x.shape[0], device=x.device)
@@ -127,8 +128,8 @@ class WarpExplanationMixin:
                                           beta, offset=offset)
             if frame == "centroid":
                 relevance = self._to_centroid_frame(relevance, model, warps[rows, tgt])
-            out[sl] = relevance
-        return out.cpu().numpy()
+            out[sl] = relevance.cpu().numpy()
+        return out
 
     @staticmethod
     def _to_centroid_frame(relevance, model, params):

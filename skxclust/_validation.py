@@ -81,12 +81,29 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 def to_tensor(X: np.ndarray, device: torch.device) -> torch.Tensor:
-    """Copy a validated float array into a contiguous tensor on ``device``.
+    """A validated float array as a contiguous tensor on ``device``, without a needless copy.
 
-    The copy makes read-only and memory-mapped inputs safe and guarantees that the
-    caller's array is never modified.
+    A writeable, C-contiguous, aligned, native-byte-order array is shared with the tensor
+    (``torch.from_numpy``: no copy on the CPU, one transfer to a GPU); anything else
+    (read-only or memory-mapped arrays, views with strides) is copied first. The returned
+    tensor may therefore share the caller's memory: callers must never write into it.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Float array, as returned by ``validate_data``.
+    device : torch.device
+
+    Returns
+    -------
+    Tensor of shape (n_samples, n_features)
     """
-    arr = np.array(X, copy=True, order="C")
+    arr = np.asarray(X)
+    flags = arr.flags
+    shareable = (flags.c_contiguous and flags.writeable and flags.aligned
+                 and arr.dtype.isnative)
+    if not shareable:
+        arr = np.array(arr, copy=True, order="C", dtype=arr.dtype.newbyteorder("="))
     return torch.from_numpy(arr).to(device)
 
 
@@ -195,15 +212,20 @@ def check_beta(beta, name: str = "beta") -> float:
     return beta
 
 
-def check_magnitude(X: torch.Tensor, name: str = "X") -> None:
+def check_magnitude(X: torch.Tensor, name: str = "X", shift: torch.Tensor | None = None) -> None:
     """Refuse data whose squared distances would overflow the float type.
 
-    Called on data already centred (or otherwise framed) for the computation.
+    Called on data already centred (or otherwise framed) for the computation, or on
+    uncentred data with the ``shift`` of shape (n_features,) that centres them (then the
+    check is that of ``X - shift``, computed from column extremes, with no copy of X).
     """
     if X.numel() == 0:
         return
     finfo = torch.finfo(X.dtype)
-    peak = float(X.abs().max())
+    low, high = torch.aminmax(X, dim=0) if shift is not None else torch.aminmax(X)
+    if shift is not None:  # max |x - shift| per column, without an (n, D) temporary
+        low, high = low - shift, high - shift
+    peak = float(torch.maximum(high.abs().max(), low.abs().max()))
     if not math.isfinite(peak):  # e.g. a centring shift that overflowed
         raise ValueError(
             f"{name} overflowed to {peak} in {X.dtype} while being centred; rescale it, "

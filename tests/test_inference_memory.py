@@ -1,0 +1,108 @@
+"""Inference does not copy its input, works in batch_size chunks and stays within bounds."""
+
+import copy
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from skxclust import ExplainableKMeans, SpatialTransformerKMeans
+from skxclust._validation import to_tensor
+
+CPU = torch.device("cpu")
+METHODS = {
+    "explainable": ("predict", "transform", "decision_function", "predict_proba", "explain",
+                    "score"),
+    "st": ("predict", "transform", "decision_function", "explain", "align", "score"),
+}
+CASES = [(kind, method) for kind, methods in METHODS.items() for method in methods]
+
+
+def blobs(n=90, side=6, seed=0):
+    """Three noisy blob images (side x side), float64, C-contiguous and writeable."""
+    rng = np.random.default_rng(seed)
+    centres = rng.random((3, side * side)) * 3
+    return centres[rng.integers(0, 3, n)] + 0.2 * rng.standard_normal((n, side * side))
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X = blobs()
+    return {
+        "explainable": ExplainableKMeans(n_clusters=3, random_state=0, device="cpu").fit(X),
+        "st": SpatialTransformerKMeans(n_clusters=3, n_landmarks=4, n_steps=3, max_iter=3,
+                                       init="k-means++", random_state=0, device="cpu").fit(X),
+    }
+
+
+@pytest.mark.parametrize("layout", ["c_contiguous", "read_only", "strided", "fortran",
+                                    "big_endian"])
+def test_to_tensor_shares_only_writeable_c_contiguous_native_arrays(layout):
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    X = {"c_contiguous": base, "read_only": base.copy(), "strided": base[:, ::2],
+         "fortran": np.asfortranarray(base), "big_endian": base.astype(">f8")}[layout]
+    if layout == "read_only":
+        X.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. torch's warning on non-writable arrays
+        t = to_tensor(X, CPU)
+    assert t.is_contiguous()
+    np.testing.assert_array_equal(t.numpy(), X)
+    assert np.shares_memory(t.numpy(), X) == (layout == "c_contiguous")
+
+
+@pytest.mark.parametrize("kind, method", CASES)
+def test_inference_leaves_the_input_array_and_the_results_unchanged(fitted, kind, method):
+    est = fitted[kind]
+    X = blobs(n=20, seed=1)
+    original = X.copy()
+    first = getattr(est, method)(X)
+    np.testing.assert_array_equal(X, original)  # bit for bit: nothing was written into it
+    np.testing.assert_array_equal(getattr(est, method)(X.copy()), first)
+
+
+@pytest.mark.parametrize("kind, method", CASES)
+def test_small_batches_give_the_results_of_one_batch(fitted, kind, method):
+    X = blobs(n=25, seed=2)
+    one = copy.deepcopy(fitted[kind]).set_params(batch_size=len(X))
+    small = copy.deepcopy(fitted[kind]).set_params(batch_size=4)
+    expected, got = getattr(one, method)(X), getattr(small, method)(X)
+    if method == "predict":
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+        assert np.asarray(got).dtype == np.asarray(expected).dtype
+
+
+def _status_bytes(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
+
+
+def _reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pytest.skip("the peak resident-set counter cannot be reset here")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+@pytest.mark.parametrize("method", ["predict", "transform", "score"])
+def test_euclidean_inference_adds_far_less_than_a_copy_of_the_input(method):
+    # 8000 x 784 float64 is 50 MB: a full copy (or a shifted copy) would be mapped fresh
+    # and counted; batches of 1000 rows (6 MB) and the outputs are far smaller. The peak
+    # counter is per process, so other work on the machine does not move it.
+    X = np.random.default_rng(0).random((8000, 784))
+    est = ExplainableKMeans(n_clusters=10, random_state=0, device="cpu", max_iter=5,
+                            batch_size=1000)
+    est.fit(X[:500])
+    call = getattr(est, method)
+    call(X[:50])  # warm-up
+    _reset_peak()
+    before = _status_bytes("VmRSS")
+    call(X)
+    increase = _status_bytes("VmHWM") - before
+    assert increase < 0.5 * X.nbytes, f"{increase / 2**20:.1f} MiB"
