@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skxclust import SpatialTransformerKMeans
 
-SETTINGS = settings(max_examples=40, deadline=None,
+SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
