@@ -45,6 +45,17 @@ def empty_output(X: torch.Tensor, *shape: int) -> np.ndarray:
     return np.empty(shape, dtype=torch.empty(0, dtype=X.dtype).numpy().dtype)
 
 
+def _on_cpu(value):
+    """``value``, or a CPU copy of it when it is a torch module or tensor on another device."""
+    if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+        return value.detach().cpu().requires_grad_(value.requires_grad)
+    if isinstance(value, torch.nn.Module):
+        tensors = [*value.parameters(), *value.buffers()]
+        if any(t.device.type != "cpu" for t in tensors):
+            return copy.deepcopy(value).cpu()
+    return value
+
+
 @contextlib.contextmanager
 def restore_on_error(estimator):
     """Put ``estimator.__dict__`` back as it was if the body raises."""
@@ -305,6 +316,15 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             for rows, x in self._framed_chunks(Xt, shift):
                 d[rows] = geometry.assign(x, centers).distances.cpu().to(torch.float64).numpy()
         return -float(torch.from_numpy(d) @ torch.from_numpy(sw))
+
+    def __getstate__(self):
+        """Pickled state with every torch module or tensor moved to the CPU.
+
+        Fitted attributes are numpy arrays already; this covers torch objects among the
+        parameters (e.g. ``feature_extractor`` given on a GPU), so that a model fitted on a
+        GPU unpickles on a machine without one. The estimator itself is left unchanged.
+        """
+        return {name: _on_cpu(value) for name, value in super().__getstate__().items()}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
