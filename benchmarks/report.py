@@ -313,19 +313,28 @@ def faithfulness_section(data: dict) -> str:
     return text
 
 
+def _generic_cell(value) -> str:
+    if isinstance(value, bool):
+        return met(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "–" if value is None else str(value).replace("|", "/")
+
+
 def generic_section(name: str, data: dict) -> str:
-    """A result file without a section of its own: its ``summary``, or a pointer to it."""
+    """A result file without a section of its own: its ``summary`` (else ``results``)."""
     title = data.get("benchmark", name)
-    intro = f"**{title}** (`bench_{name}.py` → `{name}.json`)"
-    summary = data.get("summary")
-    if isinstance(summary, list) and summary and all(isinstance(r, dict) for r in summary):
-        columns = list(dict.fromkeys(c for r in summary for c in r))
-        rows = [[met(v) if isinstance(v, bool) else "–" if v is None else v
-                 for v in (r.get(c) for c in columns)] for r in summary]
-        return intro + ":\n\n" + table(columns, rows)
-    if isinstance(summary, list) and summary:
-        return intro + ":\n\n" + "\n".join(f"- {line}" for line in summary)
-    return intro + ": no summary in the file; see the JSON."
+    intro = f"**{title}** (`bench_{name}.py` → `{name}.json`"
+    intro += "; quick run)" if _quick(data) else ")"
+    for key in ("summary", "results"):
+        rows = data.get(key)
+        if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
+            columns = list(dict.fromkeys(c for r in rows for c in r))
+            return intro + ":\n\n" + table(
+                columns, [[_generic_cell(r.get(c)) for c in columns] for r in rows])
+        if key == "summary" and isinstance(rows, list) and rows:
+            return intro + ":\n\n" + "\n".join(f"- {line}" for line in rows)
+    return intro + ": no `summary` in the file; see the JSON."
 
 
 SECTIONS = {  # result file stem -> section; README order. Others: generic_section.
