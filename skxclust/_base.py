@@ -1,6 +1,7 @@
 """The sklearn shell shared by the torch k-means estimators: parameters, ``fit``, inference.
 
-The math (seeding, the Lloyd loop, geometries) lives in :mod:`skxclust._lloyd`.
+The math (seeding, the Lloyd loop, geometries) lives in :mod:`skxclust._lloyd`;
+``partial_fit`` steps in :mod:`skxclust._streaming`; dask arrays in :mod:`skxclust._dask`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._dask import blockwise, is_dask_array, partial_fit_blocks
+from ._dask import fit as fit_blockwise
 from ._lloyd import best_restart, kmeans_plusplus_restarts, lloyd
+from ._streaming import init_stream_state
+from ._streaming import partial_fit as partial_fit_step
 from ._threads import serial_threads, torch_threads
 from ._validation import (
     check_init_array,
@@ -98,7 +103,32 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         """Raise if the data shape does not suit the estimator (e.g. image_shape)."""
 
     def _after_fit(self, X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor) -> None:
-        """Compute extra fitted attributes; X and centers are in the fit's frame."""
+        """Compute extra fitted attributes; X and centers are in the fit's frame.
+
+        A fit on a dask array calls it on the rows :meth:`_after_fit_rows` names, or, when
+        that is None, forms it from :meth:`_after_fit_stats` summed over row blocks:
+        override this method with ``_after_fit_rows``, or the two ``_after_fit_stats``
+        hooks.
+        """
+        self._after_fit_from_stats(self._after_fit_stats(X, labels, centers))
+
+    def _after_fit_rows(self, n_samples: int) -> np.ndarray | None:
+        """Rows :meth:`_after_fit` reads (None: all, through ``_after_fit_stats``)."""
+        return None
+
+    def _after_fit_stats(self, X, labels, centers) -> dict:
+        """Sums over the rows of X that :meth:`_after_fit_from_stats` needs (additive)."""
+        return {}
+
+    def _after_fit_from_stats(self, stats: dict) -> None:
+        """Set the extra fitted attributes from the (summed) ``_after_fit_stats``."""
+
+    def _after_partial_fit(self, X, centers, geometry):
+        """After a ``partial_fit`` step: the chunk's Assignment to the new centroids; also
+        sets the extra fitted attributes (by :meth:`_after_fit` on the chunk)."""
+        assignment = geometry.assign(X, centers)
+        self._after_fit(X, assignment.labels, centers)
+        return assignment
 
     def _embed(self, X: torch.Tensor) -> torch.Tensor:
         """Map validated input rows to the space that is clustered (identity here)."""
@@ -109,6 +139,26 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         if self.n_init == "auto":
             return 1 if (isinstance(self.init, str) and self.init == "k-means++") else 10
         return int(self.n_init)
+
+    def _checked_n_init(self, init_array) -> int:
+        """Restarts to run: 1 with an explicit init array (warning if n_init was set)."""
+        n_init = self._resolved_n_init()
+        if init_array is not None and n_init != 1:
+            if self.n_init != "auto":
+                warnings.warn(
+                    f"Explicit initial centroids passed: running 1 init instead of "
+                    f"n_init={self.n_init}.", RuntimeWarning, stacklevel=4,
+                )
+            n_init = 1
+        return n_init
+
+    def _warn_distinct(self, n_distinct: int) -> None:
+        if n_distinct < self.n_clusters:
+            warnings.warn(
+                f"Number of distinct clusters ({n_distinct}) found smaller than "
+                f"n_clusters ({self.n_clusters}). Possibly due to duplicate points in X.",
+                ConvergenceWarning, stacklevel=4,
+            )
 
     def _validate_init_array(self, n_features: int, dtype) -> np.ndarray | None:
         if isinstance(self.init, str):
@@ -134,8 +184,9 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
             Training data. Sparse input is refused; int data are converted to float64.
+            A dask array is fitted block by block (see the user guide, "Scaling out").
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights (not all zero).
@@ -146,6 +197,8 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             Fitted estimator.
         """
         with restore_on_error(self):
+            if is_dask_array(X):
+                return fit_blockwise(self, X, sample_weight)
             X = validate_data(self, X, dtype=[np.float64, np.float32], order="C")
             n_samples, n_features = X.shape
             if n_samples < self.n_clusters:
@@ -157,14 +210,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             sw_np = check_sample_weight(sample_weight, n_samples, X.dtype)
             Xt = self._embed(to_tensor(X, device))
             init_array = self._validate_init_array(Xt.shape[1], X.dtype)
-            n_init = self._resolved_n_init()
-            if init_array is not None and n_init != 1:
-                if self.n_init != "auto":
-                    warnings.warn(
-                        f"Explicit initial centroids passed: running 1 init instead of "
-                        f"n_init={self.n_init}.", RuntimeWarning, stacklevel=2,
-                    )
-                n_init = 1
+            n_init = self._checked_n_init(init_array)
 
             sw = torch.from_numpy(sw_np).to(device)
             geometry = self._make_fit_geometry(n_features)
@@ -184,19 +230,45 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
                 lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose)
             )
 
-            n_distinct = int(torch.unique(labels).numel())
-            if n_distinct < self.n_clusters:
-                warnings.warn(
-                    f"Number of distinct clusters ({n_distinct}) found smaller than "
-                    f"n_clusters ({self.n_clusters}). Possibly due to duplicate points in X.",
-                    ConvergenceWarning, stacklevel=2,
-                )
+            self._warn_distinct(int(torch.unique(labels).numel()))
             self.cluster_centers_ = (centers + shift).cpu().numpy()
             self.labels_ = labels.cpu().numpy()
             self.inertia_ = float(inertia)
             self.n_iter_ = int(n_iter)
             self._after_fit(Xt, labels, centers)
+            init_stream_state(self, labels, sw)
         return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """Update the clustering with one chunk of rows (a mini-batch k-means step).
+
+        The first call seeds the centroids on its chunk with the estimator's ``init`` (one
+        seeding); every call then assigns the chunk to the current centroids and moves each
+        centroid towards its members with learning rate ``weight / (count + weight)``,
+        ``count`` being the weight it has absorbed so far (scikit-learn's
+        ``MiniBatchKMeans`` update; for ST K-means per pixel, see the user guide). After
+        :meth:`fit`, it continues from the fitted centroids. Works with
+        ``dask_ml.wrappers.Incremental``; a dask array takes one step per row block.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+            A chunk; the first needs ``n_samples >= n_clusters``. Later chunks are cast to
+            the dtype of the first.
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : object
+            With ``n_steps_`` incremented; ``labels_`` and ``inertia_`` describe this chunk
+            for the updated centroids.
+        """
+        with restore_on_error(self):
+            if is_dask_array(X):
+                return partial_fit_blocks(self, X, sample_weight)
+            return partial_fit_step(self, X, sample_weight)
 
     # -- inference -------------------------------------------------------------------
     def _validated_tensor(self, X) -> torch.Tensor:
@@ -249,16 +321,18 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         """Validate X for inference; return (X tensor, centers tensor, geometry)."""
         return self._frame(self._validated_tensor(X))
 
+    @blockwise("labels")
     def predict(self, X):
         """Index of the closest cluster for each sample.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
 
         Returns
         -------
         labels : ndarray of shape (n_samples,)
+            A dask array, computed block by block, when X is one.
         """
         raw = self._validated_tensor(X)
         with inference_threads(raw, self.n_clusters):
@@ -272,16 +346,18 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         """Fit and return ``labels_``. See :meth:`fit`."""
         return self.fit(X, sample_weight=sample_weight).labels_
 
+    @blockwise("clusters")
     def transform(self, X):
         """Distances to every centroid (not squared, like :class:`sklearn.cluster.KMeans`).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
 
         Returns
         -------
         ndarray of shape (n_samples, n_clusters), same float dtype as X.
+            A dask array, computed block by block, when X is one.
         """
         raw = self._validated_tensor(X)
         with inference_threads(raw, self.n_clusters):
@@ -295,12 +371,14 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         """Fit, then return :meth:`transform` of X."""
         return self.fit(X, sample_weight=sample_weight).transform(X)
 
+    @blockwise("sum", row_args=("sample_weight",))
     def score(self, X, y=None, sample_weight=None):
         """Opposite of the distortion (inertia) of X: higher is better.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array is scored block by block (computed at once).
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
 

@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseTorchKMeans, inference_threads
+from ._dask import blockwise
 from ._lloyd import EuclideanGeometry
 from ._validation import (
     check_beta,
@@ -97,6 +98,8 @@ class ExplainableKMeans(BaseTorchKMeans):
         Lloyd iterations of the kept run.
     beta_ : float
         The resolved soft-min stiffness used by :meth:`explain`.
+    n_steps_ : int
+        :meth:`partial_fit` steps since the last :meth:`fit` (0 after ``fit``).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when X has string feature names.
@@ -105,6 +108,16 @@ class ExplainableKMeans(BaseTorchKMeans):
     --------
     sklearn.cluster.KMeans : the reference implementation of the same objective.
     SpatialTransformerKMeans : deformation-invariant k-means for images and signals.
+
+    Notes
+    -----
+    :meth:`partial_fit` updates the model chunk by chunk with the semantics of
+    :class:`sklearn.cluster.MiniBatchKMeans` (the first chunk is seeded by k-means++; each
+    step moves a centroid towards its members with learning rate ``weight / (count +
+    weight)``); it works with ``dask_ml.wrappers.Incremental``. A dask array passed to
+    :meth:`fit` is fitted by blockwise Lloyd passes on the active dask scheduler (same
+    result as in memory for the same initial centroids), and the inference methods return
+    dask arrays for dask input; see the user guide, "Scaling out".
 
     Examples
     --------
@@ -185,20 +198,29 @@ class ExplainableKMeans(BaseTorchKMeans):
     def _make_fit_geometry(self, n_features: int) -> EuclideanGeometry:
         return EuclideanGeometry(self.batch_size, screen=True)
 
-    def _after_fit(self, X, labels, centers) -> None:
+    def _after_fit_stats(self, X, labels, centers) -> dict:
+        """Sum and count of the assigned evidence f_c(x) (for beta="auto")."""
+        if self.beta != "auto":
+            return {}
+        d = EuclideanGeometry(self.batch_size).pairwise(X, centers)
+        f = cluster_evidence(d).gather(1, labels[:, None])
+        return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
+
+    def _after_fit_from_stats(self, stats: dict) -> None:
         if self.beta != "auto":
             self.beta_ = float(self.beta)
             return
-        d = EuclideanGeometry(self.batch_size).pairwise(X, centers)
-        f = cluster_evidence(d).gather(1, labels[:, None])
-        self.beta_ = auto_beta(f)  # f is +inf with one cluster: beta_ = 0
+        mean_f = torch.tensor([stats["evidence"] / stats["count"]], dtype=torch.float64)
+        self.beta_ = auto_beta(mean_f)  # f is +inf with one cluster: beta_ = 0
 
+    @blockwise("clusters")
     def decision_function(self, X):
         """Cluster evidence ``f_c(x) = min_{k != c} ||x-mu_k||^2 - ||x-mu_c||^2``.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array gives a dask array, computed block by block.
 
         Returns
         -------
@@ -211,6 +233,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             Xt, centers, geometry = self._frame(raw)
             return cluster_evidence(geometry.pairwise(Xt, centers)).cpu().numpy()
 
+    @blockwise("clusters")
     def predict_proba(self, X):
         """Soft assignments ``softmax_k(-||x - mu_k||^2 / (2 T))``, T = ``temperature``.
 
@@ -218,7 +241,8 @@ class ExplainableKMeans(BaseTorchKMeans):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array gives a dask array, computed block by block.
 
         Returns
         -------
@@ -231,6 +255,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             d = geometry.pairwise(Xt, centers)
             return torch.softmax(-d / (2.0 * self.temperature), dim=1).cpu().numpy()
 
+    @blockwise("features", row_args=("target",))
     def explain(self, X, target=None, beta=None, *, rule="epsilon", epsilon=1e-9):
         """Relevance of every input feature for a cluster assignment (NEON / LRP).
 
@@ -241,7 +266,8 @@ class ExplainableKMeans(BaseTorchKMeans):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array gives a dask array, computed block by block.
         target : None, int or array-like of shape (n_samples,), default=None
             Cluster to explain: the assigned one (None), one for all rows, or one per row.
         beta : float, default=None

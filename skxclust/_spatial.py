@@ -9,6 +9,7 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseTorchKMeans, empty_output
+from ._dask import blockwise
 from ._lloyd import Assignment, EuclideanGeometry, lloyd
 from ._spatial_explain import WarpExplanationMixin
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, resolve_image_shape, ward_merge
@@ -126,6 +127,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Lloyd iterations of the kept run.
     image_shape_ : tuple of int
         The resolved (H, W).
+    n_steps_ : int
+        :meth:`partial_fit` steps since the last :meth:`fit` (0 after ``fit``).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when X has string feature names.
@@ -142,6 +145,14 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     so ``GridSearchCV`` over ``n_landmarks`` or ``learning_rate`` works by default. Memory
     is bounded by ``batch_size * n_clusters * n_features``, never ``n_samples * n_clusters
     * n_features``.
+
+    :meth:`partial_fit` streams chunks (the first is seeded by the ``init`` method): each
+    step solves the chunk's least-squares centroid problem plus the old centroid weighted
+    by per-pixel counts (the accumulated coverage ``sum_i w_i S_i^T 1``), by
+    ``update_steps`` conjugate-gradient steps from the running adjoint-weighted average.
+    A dask array passed to :meth:`fit` is fitted blockwise, the normal operator of each CG
+    step being one more blockwise pass; inference methods return dask arrays for dask
+    input. See the user guide, "Scaling out".
 
     Examples
     --------
@@ -271,7 +282,18 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         self.image_shape_ = resolve_image_shape(self.image_shape, X.shape[1])
         self.beta_ = self._resolve_beta(X, labels, centers, self._make_geometry(X.shape[1]))
 
+    def _after_partial_fit(self, X, centers, geometry):
+        """One alignment pass of the chunk: its labels, distances and ``beta_`` (from all
+        rows of the chunk)."""
+        self.image_shape_ = resolve_image_shape(self.image_shape, X.shape[1])
+        losses = torch.cat([losses for _, losses, _ in
+                            self._warped_evidence_chunks(X, centers, geometry)])
+        distances, labels = losses.min(dim=1)
+        self.beta_ = self._beta_from_losses(losses)
+        return Assignment(labels, distances)
+
     # -- inspection ----------------------------------------------------------------------
+    @blockwise("features")
     def align(self, X):
         """Each sample warped into the frame of its cluster's centroid.
 
@@ -281,7 +303,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array gives a dask array, computed block by block.
 
         Returns
         -------

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ._base import empty_output
+from ._dask import blockwise
 from ._validation import check_beta, check_explainable_n_clusters, check_target
 from .nn.lrp import auto_beta, neon_relevance
 from .nn.neuralized import cluster_evidence
@@ -50,23 +51,33 @@ class WarpExplanationMixin:
             losses, warps = geometry._optimize(Xt[sl], centers, screen=True)
             yield sl, losses, warps
 
-    def _resolve_beta(self, Xt, labels, centers, geometry) -> float:
+    def _after_fit_rows(self, n_samples: int) -> np.ndarray:
+        """The training rows ``beta="auto"`` is estimated on: up to 512, evenly spaced."""
+        return np.unique(np.linspace(0, n_samples - 1, _BETA_SAMPLE).astype(np.int64))
+
+    def _beta_from_losses(self, losses: torch.Tensor) -> float:
+        """``beta_`` from the warped losses (n, K) of some rows to every centroid."""
         if self.beta != "auto":
             return float(self.beta)
-        if centers.shape[0] < 2:
+        if losses.shape[1] < 2:
             return 0.0
-        idx = np.unique(np.linspace(0, Xt.shape[0] - 1, _BETA_SAMPLE).astype(np.int64))
-        sub = Xt[torch.from_numpy(idx).to(Xt.device)]
-        f = torch.cat([cluster_evidence(losses).max(dim=1).values
-                       for _, losses, _ in self._warped_evidence_chunks(sub, centers, geometry)])
-        return auto_beta(f)
+        return auto_beta(cluster_evidence(losses).max(dim=1).values)
 
+    def _resolve_beta(self, Xt, labels, centers, geometry) -> float:
+        if self.beta != "auto" or centers.shape[0] < 2:
+            return self._beta_from_losses(centers.new_empty(0, centers.shape[0]))
+        sub = Xt[torch.from_numpy(self._after_fit_rows(Xt.shape[0])).to(Xt.device)]
+        return self._beta_from_losses(torch.cat(
+            [losses for _, losses, _ in self._warped_evidence_chunks(sub, centers, geometry)]))
+
+    @blockwise("clusters")
     def decision_function(self, X):
         """Deformation-invariant cluster evidence ``f_c(x) = min_{k != c} d_k - d_c``.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array gives a dask array, computed block by block.
 
         Returns
         -------
@@ -79,6 +90,7 @@ class WarpExplanationMixin:
             out[sl] = cluster_evidence(losses).cpu().numpy()
         return out
 
+    @blockwise("features", row_args=("target",))
     def explain(self, X, target=None, beta=None, frame="input"):
         """Relevance maps of the warped-distance cluster assignment (NEON).
 
@@ -90,7 +102,8 @@ class WarpExplanationMixin:
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array gives a dask array, computed block by block.
         target : None, int or array-like of shape (n_samples,), default=None
             Cluster to explain: the assigned one (None), one for all rows, or one per row.
         beta : float, default=None

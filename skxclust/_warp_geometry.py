@@ -22,7 +22,14 @@ from ._lloyd import (
     lloyd,
 )
 from ._threads import torch_threads
-from .nn.align import optimize_pairs, optimize_warps, solve_centroids
+from .nn.align import (
+    adjoint_sums,
+    covered,
+    normal_sums,
+    optimize_pairs,
+    optimize_warps,
+    solve_normal_equations,
+)
 from .nn.warps import make_warp_model, unwarp_images
 
 __all__ = ["WarpGeometry", "euclidean_kmeans", "resolve_image_shape", "ward_merge"]
@@ -121,6 +128,11 @@ class WarpGeometry:
     centroid; the next assignment re-evaluates it against the moved centroid and keeps it
     when it beats the fresh optimisation. Since the update minimises the distortion for
     fixed warps, this keeps the distortion from rising between Lloyd iterations.
+
+    The update is split into sufficient statistics that add up over row blocks
+    (:meth:`partial_sums`: ``sum_i w_i S_i^T x_i`` and the per-pixel weight
+    ``sum_i w_i S_i^T 1``), the normal operator (:meth:`normal_sums`) and the solve
+    (:meth:`solve_from_sums`), so ``partial_fit`` and the dask fit reuse them.
     """
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
@@ -220,12 +232,60 @@ class WarpGeometry:
         losses[rows[better], prev_labels[better]] = old[better]
         warps[rows[better], prev_labels[better]] = prev_params[better].to(warps.dtype)
 
+    # -- sufficient statistics, for the streaming and blockwise fits ---------------------
+    def remember(self, X: torch.Tensor, labels: torch.Tensor, params: torch.Tensor) -> None:
+        """Warps of the samples of X to their centroids in a previous assignment; the next
+        :meth:`assign` of the same X keeps them where they beat the fresh optimisation."""
+        self._memory = (X, X._version, labels, params)
+
+    def partial_sums(self, X, centers, assignment, sample_weight):
+        """Per-pixel sufficient statistics of the members of every centroid.
+
+        Returns
+        -------
+        sums : Tensor of shape (K, P)
+            ``sum_i w_i S_i^T x_i``: the members splatted into the centroid frame.
+        weight : Tensor of shape (K, P)
+            ``sum_i w_i S_i^T 1``: per-pixel weight (coverage). Both add up over disjoint
+            row blocks; their ratio is the adjoint-weighted average.
+        """
+        return adjoint_sums(X, self.model(X), assignment.state, assignment.labels,
+                            centers.shape[-2], sample_weight, batch_size=self.batch_size)
+
+    @staticmethod
+    def centers_from_sums(sums, weight, centers):
+        """Adjoint-weighted average ``sums / weight``; pixels without coverage (below 1e-6
+        of the centroid's largest) keep their value in ``centers``."""
+        return torch.where(covered(weight), sums / weight.clamp_min(1e-300), centers)
+
+    def normal_sums(self, centers, labels, params, sample_weight):
+        """``sum_{i in k} w_i S_i^T S_i mu_k`` (K, P) for the warps ``params`` (n, ...)."""
+        return normal_sums(centers, self.model(centers), params, labels, sample_weight,
+                           batch_size=self.batch_size)
+
+    def solve_from_sums(self, sums, weight, centers, normal):
+        """The least-squares centroids for fixed warps from :meth:`partial_sums`, by
+        ``update_steps`` CG steps with the operator ``normal`` (see solve_centroids).
+
+        ``sums``, ``weight`` and ``centers`` may carry leading restart axes (..., K, P);
+        ``normal`` then receives and returns that shape too.
+        """
+        shape = centers.shape
+        flat = shape[-1]
+
+        def normal_flat(v):
+            return normal(v.reshape(shape)).reshape(-1, flat)
+
+        mu = solve_normal_equations(sums.reshape(-1, flat), weight.reshape(-1, flat),
+                                    centers.reshape(-1, flat), normal_flat, self.update_steps)
+        return mu.reshape(shape)
+
     def update(self, X, centers, assignment, sample_weight):
         """Centroids minimising the distortion for the fixed warps (see solve_centroids)."""
         with torch_threads(self.lloyd_threads(X, centers)):
-            new = solve_centroids(X, self.model(X), assignment.state, assignment.labels,
-                                  centers, sample_weight, n_iter=self.update_steps,
-                                  batch_size=self.batch_size)
+            sums, cover = self.partial_sums(X, centers, assignment, sample_weight)
+            new = self.solve_from_sums(sums, cover, centers, lambda v: self.normal_sums(
+                v, assignment.labels, assignment.state, sample_weight))
         weight = torch.zeros(centers.shape[0], dtype=X.dtype, device=X.device)
         weight.index_add_(0, assignment.labels, sample_weight)
         return new, weight

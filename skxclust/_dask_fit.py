@@ -1,0 +1,391 @@
+"""``fit`` for dask arrays: blockwise Lloyd passes reduced on the client.
+
+A first pass reduces moments of the blocks (centring shift, variance for ``tol``, range,
+finiteness). Every Lloyd iteration is then one pass in which each block is assigned to the
+current centroids and reduced to the geometry's partial sums, the weight of every cluster,
+the inertia, the number of changed labels and the rows farthest from their centroid (for
+relocating empty clusters). The client forms the next centroids with the geometry's own
+update: ``centers_from_sums`` for plain k-means; for ST K-means the conjugate-gradient
+solve of :func:`skxclust.nn.align.solve_normal_equations`, whose normal operator
+``sum_i S_i^T S_i p`` is one more blockwise pass over the kept warps per CG step. Labels
+and ST warps stay on the workers between passes (``dask.persist``); only O(K * D)
+statistics, the seeding sample and the final labels reach the client. Convergence,
+relocation and restarts follow :func:`skxclust._lloyd.lloyd` step for step, so the same
+initial centroids give the same fit up to the order of floating-point sums.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import torch
+from sklearn.base import clone
+
+from ._dask import check_dask_array, is_dask_array
+from ._streaming import init_stream_state
+from ._threads import torch_threads
+from ._validation import (
+    check_magnitude,
+    check_sample_weight,
+    make_generators,
+    resolve_device,
+    to_tensor,
+)
+
+__all__ = ["INIT_SAMPLE", "fit_blockwise"]
+
+INIT_SAMPLE = 4096  # rows drawn (uniformly, without replacement) to seed a dask fit
+
+
+# -- fit: what runs on the workers -----------------------------------------------------------
+class _Frame:
+    """What a worker needs to turn a block into the fit's tensors; picklable.
+
+    Holds an unfitted clone of the estimator (its ``_embed`` and ``_make_geometry``), the
+    raw feature count, the dtype and the centring shift (None before it is known).
+    """
+
+    def __init__(self, estimator, n_features: int, dtype, shift=None):
+        self.estimator = clone(estimator)
+        self.n_features = n_features
+        self.dtype = np.dtype(dtype)
+        self.shift = None if shift is None else np.asarray(shift)
+
+    def with_shift(self, shift):
+        frame = _Frame.__new__(_Frame)
+        frame.__dict__.update(self.__dict__, shift=np.asarray(shift))
+        return frame
+
+    def tensors(self, x, w=None):
+        device = resolve_device(self.estimator.device)
+        X = self.estimator._embed(to_tensor(np.asarray(x, dtype=self.dtype), device))
+        if self.shift is not None:
+            X = X - torch.as_tensor(self.shift, device=device)
+        sw = None if w is None else torch.as_tensor(np.asarray(w, dtype=self.dtype),
+                                                    device=device).reshape(-1)
+        return X, sw
+
+    def geometry(self):
+        return self.estimator._make_geometry(self.n_features)
+
+
+def _moments_block(x, w, frame):
+    """Finiteness, weighted column sums, range and (count, mean, M2) of one block."""
+    finite = bool(np.isfinite(x).all())
+    if not finite or x.shape[0] == 0:
+        return {"finite": finite, "n": x.shape[0]}
+    X, sw = frame.tensors(x, w)
+    X64 = X.to(torch.float64)
+    mean = X64.mean(dim=0)
+    return {"finite": True, "n": X.shape[0], "wsum": float(sw.to(torch.float64).sum()),
+            "wx": sw.to(torch.float64) @ X64, "mean": mean,
+            "m2": ((X64 - mean) ** 2).sum(dim=0), "lo": X.amin(dim=0), "hi": X.amax(dim=0)}
+
+
+def _merge_moments(a, b):
+    if not (a["finite"] and b["finite"]):
+        return {"finite": False, "n": a["n"] + b["n"]}
+    if "mean" not in a or "mean" not in b:
+        return b if "mean" not in a else a
+    n = a["n"] + b["n"]
+    delta = b["mean"] - a["mean"]
+    return {"finite": True, "n": n, "wsum": a["wsum"] + b["wsum"], "wx": a["wx"] + b["wx"],
+            "mean": a["mean"] + delta * (b["n"] / n),
+            "m2": a["m2"] + b["m2"] + delta**2 * (a["n"] * b["n"] / n),
+            "lo": torch.minimum(a["lo"], b["lo"]), "hi": torch.maximum(a["hi"], b["hi"])}
+
+
+def _assign_restarts(geometry, X, sw, centers, previous):
+    """Assignments and partial sums of every restart: (labels (R, n), distances (R, n),
+    states, sums, weights), batched when the geometry takes restarts at once."""
+    if getattr(geometry, "batched_restarts", False):
+        a = geometry.assign(X, centers)
+        sums, weight = geometry.partial_sums(X, centers, a, sw)
+        return a.labels, a.distances, [None] * centers.shape[0], sums, weight
+    out = []
+    for r in range(centers.shape[0]):
+        if previous is not None and hasattr(geometry, "remember"):
+            geometry.remember(X, previous[0][r], previous[1][r])
+        a = geometry.assign(X, centers[r])
+        out.append((a.labels, a.distances, a.state,
+                    *geometry.partial_sums(X, centers[r], a, sw)))
+    labels, dists, states, sums, weight = zip(*out)
+    return torch.stack(labels), torch.stack(dists), list(states), torch.stack(sums), \
+        torch.stack(weight)
+
+
+def _lloyd_block(x, w, prev, centers, running, offset, frame):
+    """One Lloyd pass over a block for the ``running`` restarts.
+
+    ``prev`` is this block's result of the previous pass (None at the first): labels
+    (R, n_b) and states of every restart. Returns the updated result and the statistics
+    of the running restarts.
+    """
+    X, sw = frame.tensors(x, w)
+    geometry = frame.geometry()
+    c = torch.as_tensor(centers, device=X.device)
+    n_clusters, n_rows = c.shape[1], X.shape[0]
+    previous = None
+    if prev is not None:
+        previous = (prev["labels"][running], [prev["states"][r] for r in running])
+    hint = getattr(geometry, "lloyd_threads", None)
+    with torch_threads(None if hint is None else hint(X, c[0])):
+        labels, dists, states, sums, weight = _assign_restarts(geometry, X, sw, c, previous)
+    n_run = len(running)
+    if prev is None:
+        result = {"labels": labels, "states": states}
+        changed = torch.full((n_run,), n_rows, dtype=torch.long)
+    else:
+        result = {"labels": prev["labels"].clone(), "states": list(prev["states"])}
+        changed = (labels != previous[0]).sum(dim=1).cpu()
+        result["labels"][running] = labels
+        for i, r in enumerate(running):
+            result["states"][r] = states[i]
+    cluster_weight = torch.zeros(n_run, n_clusters, dtype=torch.float64, device=X.device)
+    cluster_weight.scatter_add_(1, labels, sw.to(torch.float64).expand(n_run, -1))
+    m = min(n_clusters, n_rows)
+    far = torch.argsort(-dists, dim=1, stable=True)[:, :m]
+    stats = {
+        "sums": sums.to(torch.float64).cpu(), "weight": weight.to(torch.float64).cpu(),
+        "cluster_weight": cluster_weight.cpu(), "changed": changed,
+        "inertia": (dists.to(torch.float64) @ sw.to(torch.float64)).cpu(),
+        "far_d": dists.gather(1, far).to(torch.float64).cpu(),
+        "far_i": (far + offset).cpu(), "far_x": X[far].cpu(),
+    }
+    return result, stats
+
+
+def _top_far(a, b, m):
+    """Merge two (distance, index, row) top lists: largest distance, then lowest index."""
+    d = torch.cat([a["far_d"], b["far_d"]], dim=1)
+    i = torch.cat([a["far_i"], b["far_i"]], dim=1)
+    x = torch.cat([a["far_x"], b["far_x"]], dim=1)
+    order = torch.argsort(i, dim=1)
+    order = order.gather(1, torch.argsort(-d.gather(1, order), dim=1, stable=True))[:, :m]
+    return d.gather(1, order), i.gather(1, order), x[torch.arange(x.shape[0])[:, None], order]
+
+
+def _merge_stats(a, b):
+    out = {k: a[k] + b[k] for k in ("sums", "weight", "cluster_weight", "changed", "inertia")}
+    m = a["cluster_weight"].shape[1]
+    out["far_d"], out["far_i"], out["far_x"] = _top_far(a, b, m)
+    return out
+
+
+def _normal_block(w, result, vectors, running, frame):
+    """``sum_{i in block} w_i S_i^T S_i v_{l_i}`` for every running restart's vectors."""
+    geometry = frame.geometry()
+    device = resolve_device(frame.estimator.device)
+    v = torch.as_tensor(vectors, device=device)
+    sw = torch.as_tensor(np.asarray(w, dtype=frame.dtype), device=device).reshape(-1)
+    out = [geometry.normal_sums(v[i], result["labels"][r], result["states"][r], sw)
+           for i, r in enumerate(running)]
+    return torch.stack(out).to(torch.float64).cpu()
+
+
+def _evidence_block(x, result, restart, centers, frame):
+    X, _ = frame.tensors(x)
+    c = torch.as_tensor(centers, device=X.device)
+    return frame.estimator._after_fit_stats(X, result["labels"][restart], c)
+
+
+def _labels_block(result, restart):
+    return result["labels"][restart].cpu().numpy()
+
+
+# -- fit: the client --------------------------------------------------------------------------
+def _tree(items, merge):
+    """Pairwise (tree) reduction of delayed values with ``merge``."""
+    import dask
+
+    items = list(items)
+    while len(items) > 1:
+        items = [dask.delayed(merge)(items[i], items[i + 1]) if i + 1 < len(items)
+                 else items[i] for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def _add(a, b):
+    if isinstance(a, dict):
+        return {k: a[k] + b[k] for k in a}
+    return a + b
+
+
+class _Blocks:
+    """The non-empty delayed row blocks of X and of the weights, with their row offsets."""
+
+    def __init__(self, X, weights):
+        sizes = np.asarray(X.chunks[0], dtype=np.int64)
+        keep = sizes > 0
+        self.x = [b for b, k in zip(X.to_delayed().ravel(), keep) if k]
+        self.w = [b for b, k in zip(weights.to_delayed().ravel(), keep) if k]
+        self.weights = weights  # holds the persisted weight blocks
+        self.offsets = (np.cumsum(sizes) - sizes)[keep].tolist()
+
+    def run(self, function, *args, results=None, **kwargs):
+        """Persist ``function(x, w, result, *args, offset, **kwargs)`` per block (result
+        None without ``results``); returns the persisted delayed values."""
+        import dask
+
+        previous = results if results is not None else [None] * len(self.x)
+        tasks = [dask.delayed(function, pure=False)(x, w, r, *args, off, **kwargs)
+                 for x, w, r, off in zip(self.x, self.w, previous, self.offsets)]
+        return list(dask.persist(*tasks))
+
+
+def _lloyd_pass(blocks, results, centers, running, frame):
+    """One fused assignment + partial-sums pass; (new results, reduced statistics)."""
+    import dask
+
+    out = blocks.run(_lloyd_block, centers.cpu().numpy(), list(running), frame=frame,
+                     results=results)
+    results = [dask.delayed(operator.getitem)(o, 0) for o in out]
+    stats = _tree([dask.delayed(operator.getitem)(o, 1) for o in out], _merge_stats)
+    return results, stats.compute()
+
+
+def _update(geometry, blocks, results, centers, stats, running, frame):
+    """The geometry's centroid update from the reduced statistics (see the module doc)."""
+    import dask
+
+    sums = stats["sums"].to(centers.dtype)
+    weight = stats["weight"].to(centers.dtype)
+    solve = getattr(geometry, "solve_from_sums", None)
+    if solve is None:
+        return geometry.centers_from_sums(sums, weight, centers)
+
+    def normal(v):
+        parts = [dask.delayed(_normal_block, pure=False)(w, r, v.cpu().numpy(), list(running),
+                                                         frame)
+                 for w, r in zip(blocks.w, results)]
+        return _tree(parts, _add).compute().to(v.dtype)
+
+    return solve(sums, weight, centers, normal)
+
+
+def _relocate(centers, stats):
+    """Centroids without weight move to the farthest rows (as in the in-memory loop)."""
+    for r in torch.nonzero((stats["cluster_weight"] == 0).any(dim=1)).flatten().tolist():
+        empty = torch.nonzero(stats["cluster_weight"][r] == 0).flatten()
+        centers[r, empty] = stats["far_x"][r, : empty.numel()].to(centers.dtype)
+
+
+def _moments(blocks, frame):
+    import dask
+
+    parts = [dask.delayed(_moments_block)(x, w, frame) for x, w in zip(blocks.x, blocks.w)]
+    stats = _tree(parts, _merge_moments).compute()
+    if not stats["finite"]:
+        raise ValueError("Input X contains NaN or infinity.")
+    return stats
+
+
+def _init_sample(X, generator, n_rows: int):
+    """Sorted indices of up to ``n_rows`` rows drawn without replacement (all if fewer)."""
+    n = X.shape[0]
+    if n <= n_rows:
+        return np.arange(n)
+    seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
+    return np.sort(np.random.default_rng(seed).choice(n, n_rows, replace=False))
+
+
+def _initial_centers(estimator, X, sw_np, frame, shift):
+    """Seeds (R, K, D) in the fit frame: the ``init`` array, or the estimator's seeding on
+    up to :data:`INIT_SAMPLE` rows drawn uniformly (all rows when there are no more)."""
+    init_array = estimator._validate_init_array(shift.shape[0], frame.dtype)
+    generators = make_generators(estimator.random_state, estimator._checked_n_init(init_array))
+    if init_array is not None:
+        return (torch.as_tensor(init_array) - shift)[None]
+    rows = _init_sample(X, generators[0], max(INIT_SAMPLE, 3 * estimator.n_clusters))
+    Xs, sws = frame.tensors(X[rows].compute(), sw_np[rows])
+    return estimator._init_centroids(Xs, sws, generators, None, shift.to(Xs.device))
+
+
+def _finish(estimator, X, blocks, results, restart, centers, frame):
+    """The labels of the kept restart and the fitted attributes of ``_after_fit``, in one
+    compute: from the rows ``_after_fit_rows`` names, or from blockwise
+    ``_after_fit_stats``. Returns the labels."""
+    import dask
+
+    parts = [dask.delayed(_labels_block)(r, restart) for r in results]
+    rows = estimator._after_fit_rows(X.shape[0])
+    if rows is None:
+        c = centers.cpu().numpy()
+        stats = _tree([dask.delayed(_evidence_block)(x, r, restart, c, frame)
+                       for x, r in zip(blocks.x, results)], _add)
+        *parts, stats = dask.compute(*parts, stats)
+        estimator._after_fit_from_stats(stats)
+        return np.concatenate(parts)
+    *parts, x_rows = dask.compute(*parts, X[rows])
+    labels = np.concatenate(parts)
+    Xr, _ = frame.tensors(x_rows)
+    estimator._after_fit(Xr, torch.as_tensor(labels[rows], device=Xr.device),
+                         centers.to(Xr.device))
+    return labels
+
+
+def _prepare(estimator, X, sample_weight):
+    """Checks, the weights, the moments pass: (X, blocks, frame, shift, tol, weights)."""
+    import dask.array as da
+
+    X, dtype = check_dask_array(estimator, X, reset=True)
+    n_samples, n_features = X.shape
+    if n_samples < estimator.n_clusters:
+        raise ValueError(
+            f"n_samples={n_samples} should be >= n_clusters={estimator.n_clusters}."
+        )
+    estimator._check_input_geometry(n_features)
+    if is_dask_array(sample_weight):
+        sample_weight = sample_weight.compute()
+    sw_np = check_sample_weight(sample_weight, n_samples, dtype)
+    blocks = _Blocks(X, da.from_array(sw_np, chunks=(X.chunks[0],)).persist())
+    frame = _Frame(estimator, n_features, dtype)
+    moments = _moments(blocks, frame)
+    torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
+    shift = (moments["wx"] / moments["wsum"]).to(torch_dtype)
+    if not frame.geometry().translation_invariant:
+        shift = torch.zeros_like(shift)
+    check_magnitude(torch.stack([moments["hi"] - shift, moments["lo"] - shift]))
+    tol = float((moments["m2"] / n_samples).mean()) * estimator.tol if n_samples > 1 else 0.0
+    return X, blocks, frame.with_shift(shift.numpy()), shift, tol, sw_np
+
+
+def fit_blockwise(estimator, X, sample_weight=None):
+    """``estimator.fit`` for a dask X: blockwise Lloyd passes (see the module docstring).
+
+    Same results as the in-memory fit for the same initial centroids (an ``init`` array,
+    or data of at most :data:`INIT_SAMPLE` rows), up to the order of floating-point sums.
+    """
+    X, blocks, frame, shift, tol, sw_np = _prepare(estimator, X, sample_weight)
+    geometry = frame.geometry()
+    centers = _initial_centers(estimator, X, sw_np, frame, shift).to("cpu", shift.dtype)
+    n_restarts = centers.shape[0]
+    running = torch.arange(n_restarts)
+    results, stats = _lloyd_pass(blocks, None, centers, running.tolist(), frame)
+    inertia, n_iter = stats["inertia"].clone(), torch.ones(n_restarts, dtype=torch.long)
+    for it in range(1, estimator.max_iter + 1):
+        current = centers[running]
+        new = _update(geometry, blocks, results, current, stats, running.tolist(), frame)
+        _relocate(new, stats)
+        moved = ((new - current) ** 2).sum(dim=(1, 2))
+        centers[running] = new
+        results, stats = _lloyd_pass(blocks, results, new, running.tolist(), frame)
+        inertia[running], n_iter[running] = stats["inertia"], it
+        done = (stats["changed"] == 0) | (moved <= tol)
+        if estimator.verbose:
+            print(f"Iteration {it}: inertia {float(stats['inertia'].min()):.6g}, centre "
+                  f"shift {float(moved.max()):.3g}")
+        if bool(done.all()):
+            break
+        running, stats = running[~done], {k: v[~done] for k, v in stats.items()}
+
+    best = int(torch.argmin(inertia))
+    labels = _finish(estimator, X, blocks, results, best, centers[best], frame)
+    estimator._warn_distinct(int(np.unique(labels).size))
+    estimator.cluster_centers_ = (centers[best] + shift).numpy()
+    estimator.labels_ = labels
+    estimator.inertia_ = float(inertia[best])
+    estimator.n_iter_ = int(n_iter[best])
+    init_stream_state(estimator, torch.from_numpy(labels), torch.from_numpy(sw_np))
+    return estimator

@@ -1,0 +1,274 @@
+"""dask arrays: blockwise fit equals the in-memory fit; inference returns dask arrays.
+
+Runs on the threaded scheduler and on a real ``LocalCluster`` (two worker processes).
+"""
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits, make_blobs
+
+from skxclust import ExplainableKMeans, SpatialTransformerKMeans
+
+dask = pytest.importorskip("dask")
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+ST_FAST = dict(n_steps=4, max_iter=4, n_landmarks=4, update_steps=3)
+ROW_CHUNKS = 37  # blocks of unequal size (the last is shorter)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny problems run faster on one thread; restore the setting afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A real two-process cluster on this machine, for the whole module."""
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       host="127.0.0.1", dashboard_address=None)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+@pytest.fixture(params=["threads", "distributed"])
+def scheduler(request):
+    """Run the test body on the threaded scheduler or on the LocalCluster."""
+    if request.param == "distributed":
+        with dask.config.set(scheduler=request.getfixturevalue("client")):
+            yield request.param
+    else:
+        with dask.config.set(scheduler="threads"):
+            yield request.param
+
+
+@pytest.fixture
+def threads():
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+def blobs(n=150, n_features=8, seed=0):
+    X, _ = make_blobs(n, n_features, centers=4, cluster_std=2.0, random_state=seed)
+    return X
+
+
+def digits(n=120):
+    return load_digits().data[:n].astype(np.float64)
+
+
+def make(name, **params):
+    if name == "explainable":
+        return ExplainableKMeans(4, random_state=0, **params)
+    return SpatialTransformerKMeans(4, random_state=0, **ST_FAST, **params)
+
+
+def data_for(name):
+    return blobs() if name == "explainable" else digits()
+
+
+def assert_same_fit(a, b, rtol=1e-9):
+    np.testing.assert_allclose(a.cluster_centers_, b.cluster_centers_, atol=1e-6 * max(
+        1.0, float(np.abs(a.cluster_centers_).max())))
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_allclose(a.inertia_, b.inertia_, rtol=rtol)
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_allclose(a.beta_, b.beta_, rtol=1e-6)
+
+
+# -- fit ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["explainable", "spatial"])
+def test_fit_equals_the_in_memory_fit_for_the_same_init(name, scheduler):
+    X = data_for(name)
+    init = X[[0, 40, 80, 110]] + 0.5
+    memory = make(name, init=init).fit(X)
+    blockwise = make(name, init=init).fit(da.from_array(X, chunks=(ROW_CHUNKS, 3)))
+    assert_same_fit(memory, blockwise)
+    assert isinstance(blockwise.labels_, np.ndarray)
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+def test_fit_on_few_rows_seeds_like_the_in_memory_fit(init, threads):
+    X = blobs()
+    memory = ExplainableKMeans(4, init=init, random_state=3).fit(X)
+    blockwise = ExplainableKMeans(4, init=init, random_state=3).fit(
+        da.from_array(X, chunks=ROW_CHUNKS))
+    assert_same_fit(memory, blockwise)
+
+
+def test_st_default_init_on_few_rows_equals_the_in_memory_fit(threads):
+    X = digits(60)
+    memory = SpatialTransformerKMeans(3, random_state=0, **ST_FAST).fit(X)
+    blockwise = SpatialTransformerKMeans(3, random_state=0, **ST_FAST).fit(
+        da.from_array(X, chunks=25))
+    assert_same_fit(memory, blockwise)
+
+
+def test_fit_seeds_on_a_sample_of_rows_when_there_are_more(monkeypatch, threads):
+    import skxclust._dask_fit as dask_fit
+
+    monkeypatch.setattr(dask_fit, "INIT_SAMPLE", 40)
+    X = blobs(400)
+    Xd = da.from_array(X, chunks=100)
+    a = ExplainableKMeans(4, random_state=0).fit(Xd)
+    b = ExplainableKMeans(4, random_state=0).fit(Xd)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    memory = ExplainableKMeans(4, random_state=0).fit(X)
+    assert a.inertia_ <= 1.05 * memory.inertia_
+
+
+@pytest.mark.parametrize("weights", ["numpy", "dask"])
+def test_weighted_fit_equals_the_in_memory_fit(weights, threads):
+    X = blobs()
+    w = np.random.default_rng(0).uniform(0.0, 3.0, X.shape[0])
+    init = X[:4] + 0.5
+    memory = ExplainableKMeans(4, init=init).fit(X, sample_weight=w)
+    sw = w if weights == "numpy" else da.from_array(w, chunks=50)
+    blockwise = ExplainableKMeans(4, init=init).fit(da.from_array(X, chunks=ROW_CHUNKS),
+                                                    sample_weight=sw)
+    assert_same_fit(memory, blockwise)
+
+
+@pytest.mark.parametrize("name", ["explainable", "spatial"])
+def test_empty_clusters_are_relocated_like_in_memory(name, threads):
+    X = data_for(name)
+    init = X[[0, 40, 80, 110]].copy()
+    init[3] = 1e3  # far from every sample: empty after the first assignment
+    memory = make(name, init=init).fit(X)
+    blockwise = make(name, init=init).fit(da.from_array(X, chunks=ROW_CHUNKS))
+    assert_same_fit(memory, blockwise)
+    assert len(np.unique(blockwise.labels_)) == 4
+
+
+def test_unknown_chunk_sizes_and_integer_data_are_accepted(threads):
+    X = np.rint(blobs() * 10).astype(np.int64)
+    Xd = da.from_array(X, chunks=50)
+    Xd = Xd[Xd[:, 0] > np.iinfo(np.int64).min]  # unknown row chunk sizes
+    est = ExplainableKMeans(4, init=X[:4].astype(float)).fit(Xd)
+    memory = ExplainableKMeans(4, init=X[:4].astype(float)).fit(X)
+    assert est.cluster_centers_.dtype == np.float64
+    assert_same_fit(memory, est)
+
+
+def test_float32_data_are_fitted_in_float32(threads):
+    X = blobs().astype(np.float32)
+    est = ExplainableKMeans(4, random_state=0).fit(da.from_array(X, chunks=50))
+    assert est.cluster_centers_.dtype == np.float32
+    assert est.transform(da.from_array(X, chunks=50)).dtype == np.float32
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf"])
+def test_fit_refuses_non_finite_data_and_changes_nothing(bad, threads):
+    X = blobs()
+    X[77, 2] = np.nan if bad == "nan" else np.inf
+    est = ExplainableKMeans(4).fit(blobs())
+    before = copy.deepcopy(est.__dict__)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        est.fit(da.from_array(X, chunks=ROW_CHUNKS))
+    for key, value in before.items():
+        np.testing.assert_equal(est.__dict__[key], value)
+
+
+def test_fit_refuses_too_few_rows(threads):
+    with pytest.raises(ValueError, match="n_clusters=4"):
+        ExplainableKMeans(4).fit(da.from_array(blobs()[:3], chunks=2))
+
+
+def test_partial_fit_on_a_dask_array_steps_once_per_block(threads):
+    X = blobs()
+    blockwise = ExplainableKMeans(4, random_state=0).partial_fit(da.from_array(X, chunks=50))
+    direct = ExplainableKMeans(4, random_state=0)
+    for rows in (slice(0, 50), slice(50, 100), slice(100, 150)):
+        direct.partial_fit(X[rows])
+    assert blockwise.n_steps_ == 3
+    np.testing.assert_array_equal(blockwise.cluster_centers_, direct.cluster_centers_)
+
+
+# -- inference ---------------------------------------------------------------------------
+METHODS = {
+    "explainable": ["predict", "transform", "decision_function", "predict_proba", "explain"],
+    "spatial": ["predict", "transform", "decision_function", "explain", "align"],
+}
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return {name: make(name).fit(data_for(name)) for name in METHODS}
+
+
+@pytest.mark.parametrize("name, method", [(n, m) for n in METHODS for m in METHODS[n]])
+def test_inference_returns_a_dask_array_equal_to_numpy(name, method, fitted, threads):
+    est = fitted[name]
+    X = data_for(name)[:90]
+    out = getattr(est, method)(da.from_array(X, chunks=(ROW_CHUNKS, 5)))
+    assert isinstance(out, da.Array)
+    assert out.chunks[0] == (37, 37, 16)
+    np.testing.assert_allclose(out.compute(), getattr(est, method)(X), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["explainable", "spatial"])
+def test_inference_on_the_cluster_equals_numpy(name, fitted, client):
+    est = fitted[name]
+    X = data_for(name)[:90]
+    Xd = da.from_array(X, chunks=ROW_CHUNKS)
+    with dask.config.set(scheduler=client):
+        labels, relevance = dask.compute(est.predict(Xd), est.explain(Xd, target=1))
+    np.testing.assert_array_equal(labels, est.predict(X))
+    np.testing.assert_allclose(relevance, est.explain(X, target=1), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_explain_splits_a_per_row_target_with_the_blocks(kind, fitted, threads):
+    est = fitted["explainable"]
+    X = blobs()[:90]
+    target = np.arange(90) % 4
+    t = target if kind == "numpy" else da.from_array(target, chunks=20)
+    out = est.explain(da.from_array(X, chunks=ROW_CHUNKS), target=t)
+    np.testing.assert_allclose(out.compute(), est.explain(X, target=target), rtol=1e-6)
+
+
+def test_score_of_a_dask_array_is_the_numpy_score(fitted, threads):
+    est = fitted["explainable"]
+    X = blobs()
+    w = np.linspace(0.0, 2.0, X.shape[0])
+    Xd = da.from_array(X, chunks=ROW_CHUNKS)
+    np.testing.assert_allclose(est.score(Xd), est.score(X), rtol=1e-10)
+    np.testing.assert_allclose(est.score(Xd, sample_weight=w), est.score(X, sample_weight=w),
+                               rtol=1e-10)
+
+
+def test_inference_checks_features_at_once_and_values_at_compute(fitted, threads):
+    est = fitted["explainable"]
+    X = blobs()
+    with pytest.raises(ValueError, match="features"):
+        est.predict(da.from_array(X[:, :5], chunks=ROW_CHUNKS))
+    X[100, 0] = np.nan
+    lazy = est.predict(da.from_array(X, chunks=ROW_CHUNKS))
+    with pytest.raises(ValueError, match="NaN"):
+        lazy.compute()
+
+
+def test_inference_of_an_unfitted_estimator_raises_at_once():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        ExplainableKMeans(4).predict(da.from_array(blobs(), chunks=50))
+
+
+def test_numpy_use_never_imports_dask():
+    code = ("import sys, numpy as np\n"
+            "from skxclust import ExplainableKMeans\n"
+            "km = ExplainableKMeans(2, random_state=0).fit(np.random.rand(20, 3))\n"
+            "km.predict(np.random.rand(5, 3)); km.partial_fit(np.random.rand(5, 3))\n"
+            "assert not any(m == 'dask' or m.startswith('dask.') for m in sys.modules)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
