@@ -46,10 +46,11 @@ CASES = {
 
 
 def per_worker_cap(n_jobs: int) -> int:
-    """What joblib's loky backend gives each worker: OMP_NUM_THREADS if the parent set it,
-    else cpu_count // n_jobs (at least 1)."""
-    explicit = os.environ.get("OMP_NUM_THREADS")
-    return int(explicit) if explicit else max(1, (os.cpu_count() or 1) // n_jobs)
+    """What joblib's loky backend allows each worker: cpu_count // n_jobs (at least 1), or
+    a larger OMP_NUM_THREADS / MKL_NUM_THREADS that the parent set (passed on as is)."""
+    explicit = [int(os.environ[v]) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                if os.environ.get(v)]
+    return max([max(1, (os.cpu_count() or 1) // n_jobs), *explicit])
 
 
 def data(kind: str) -> np.ndarray:
