@@ -214,11 +214,12 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
 
             sw = torch.from_numpy(sw_np).to(device)
             geometry = self._make_fit_geometry(n_features)
+            # Centred data for shift-invariant geometries (a new tensor); otherwise Xt may
+            # share the caller's memory: nothing below writes into it.
+            shift = torch.zeros(Xt.shape[1], dtype=Xt.dtype, device=device)
             if geometry.translation_invariant:
                 shift = (sw @ Xt) / sw.sum()
-            else:
-                shift = torch.zeros(Xt.shape[1], dtype=Xt.dtype, device=device)
-            Xt = Xt - shift
+                Xt = Xt - shift
             check_magnitude(Xt)
             tol = float(Xt.var(dim=0, unbiased=False).mean()) * self.tol if n_samples > 1 else 0.0
 
