@@ -302,11 +302,25 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         check_magnitude(Xt, shift=shift)
         return Xt, centers, geometry, shift
 
-    def _framed_chunks(self, X: torch.Tensor, shift: torch.Tensor | None):
-        """Yield ``(rows, X[rows] in the frame of the centers)``, ``batch_size`` rows at a time."""
-        for start in range(0, X.shape[0], self.batch_size):
-            rows = slice(start, min(start + self.batch_size, X.shape[0]))
+    def _framed_chunks(self, X: torch.Tensor, shift: torch.Tensor | None,
+                       step: int | None = None):
+        """Yield ``(rows, X[rows] in the frame of the centers)``, ``step`` (default
+        ``batch_size``) rows at a time."""
+        step = self.batch_size if step is None else step
+        for start in range(0, X.shape[0], step):
+            rows = slice(start, min(start + step, X.shape[0]))
             yield rows, X[rows] if shift is None else X[rows] - shift
+
+    def _map_pairwise(self, X, fn) -> np.ndarray:
+        """``fn`` of the squared distances to the centroids, shape (n_samples, n_clusters),
+        computed ``batch_size`` rows at a time into a preallocated numpy output."""
+        raw = self._validated_tensor(X)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry, shift = self._inference_frame(raw)
+            out = empty_output(Xt, Xt.shape[0], centers.shape[0])
+            for rows, x in self._framed_chunks(Xt, shift):
+                out[rows] = fn(geometry.pairwise(x, centers)).cpu().numpy()
+            return out
 
     def _frame(self, raw: torch.Tensor):
         """Embed validated rows; return (X, centers, geometry), shifted together into a
@@ -360,13 +374,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         ndarray of shape (n_samples, n_clusters), same float dtype as X.
             A dask array, computed block by block, when X is one.
         """
-        raw = self._validated_tensor(X)
-        with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry, shift = self._inference_frame(raw)
-            out = empty_output(Xt, Xt.shape[0], centers.shape[0])
-            for rows, x in self._framed_chunks(Xt, shift):
-                out[rows] = geometry.pairwise(x, centers).sqrt().cpu().numpy()
-            return out
+        return self._map_pairwise(X, torch.sqrt)
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then return :meth:`transform` of X."""

@@ -10,14 +10,13 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseTorchKMeans, inference_threads
+from ._base import BaseTorchKMeans, empty_output, inference_threads
 from ._dask import blockwise
 from ._lloyd import EuclideanGeometry
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
     check_lrp_options,
-    check_magnitude,
     check_target,
     resolve_device,
 )
@@ -228,10 +227,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             ``argmax`` along axis 1 equals :meth:`predict`; the assigned cluster's value is
             positive (ties aside). With a single cluster every entry is ``+inf``.
         """
-        raw = self._validated_tensor(X)
-        with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry = self._frame(raw)
-            return cluster_evidence(geometry.pairwise(Xt, centers)).cpu().numpy()
+        return self._map_pairwise(X, cluster_evidence)
 
     @blockwise("clusters")
     def predict_proba(self, X):
@@ -249,11 +245,8 @@ class ExplainableKMeans(BaseTorchKMeans):
         ndarray of shape (n_samples, n_clusters)
             Rows sum to one; as ``T -> 0`` they tend to the one-hot hard labels.
         """
-        raw = self._validated_tensor(X)
-        with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry = self._frame(raw)
-            d = geometry.pairwise(Xt, centers)
-            return torch.softmax(-d / (2.0 * self.temperature), dim=1).cpu().numpy()
+        scale = 2.0 * self.temperature
+        return self._map_pairwise(X, lambda d: torch.softmax(-d / scale, dim=1))
 
     @blockwise("features", row_args=("target",))
     def explain(self, X, target=None, beta=None, *, rule="epsilon", epsilon=1e-9):
@@ -322,20 +315,20 @@ class ExplainableKMeans(BaseTorchKMeans):
         if target is not None:
             target = torch.from_numpy(
                 check_target(target, n, self.n_clusters, None)).to(raw.device)
-        centers = torch.as_tensor(self.cluster_centers_, device=raw.device).to(raw.dtype)
-        shift = centers.mean(dim=0)
-        centers = centers - shift
         # ~1 MB of float64 per block: the few (rows, D) temporaries stay in cache.
         step = max(1, min(self.batch_size, 2**17 // max(1, n_features)))
-        out = torch.empty_like(raw)
         with inference_threads(raw, self.n_clusters):
-            for i in range(0, n, step):
-                sl = slice(i, i + step)
-                block = raw[sl] - shift
-                check_magnitude(block)
-                neon_relevance(block, centers, None if target is None else target[sl], beta,
-                               out=out[sl])
-        return out.cpu().numpy()
+            Xt, centers, _, shift = self._inference_frame(raw)
+            out = empty_output(Xt, n, n_features)
+            on_host = raw.device.type == "cpu"
+            relevance = torch.from_numpy(out) if on_host else None
+            for rows, block in self._framed_chunks(Xt, shift, step):
+                part, _ = neon_relevance(block, centers,
+                                         None if target is None else target[rows], beta,
+                                         out=relevance[rows] if on_host else None)
+                if not on_host:
+                    out[rows] = part.cpu().numpy()
+        return out
 
     def as_module(self, kind="neuralized", beta=None):
         """The fitted model as a ``torch.nn.Module`` (for zennit, captum, deep pipelines).
