@@ -69,7 +69,8 @@ def _apply_block(x, *rows, estimator, name, kwargs, row_names, mode, width, out_
     """The NumPy method ``name`` of ``estimator`` on one row block."""
     call = dict(kwargs)
     call.update({k: r[:, 0] for k, r in zip(row_names, rows)})
-    method = getattr(type(estimator), name).__wrapped__
+    method = getattr(type(estimator), name)
+    method = getattr(method, "__wrapped__", method)  # the NumPy method under blockwise
     if mode == "sum":
         weight = call.get("sample_weight")
         if x.shape[0] == 0 or (weight is not None and not np.any(weight)):
@@ -98,11 +99,8 @@ def _map_rows(estimator, name, X, mode, arguments, row_names):
              "sum": 1}[mode]
     out_dtype = np.dtype(np.int64 if mode == "labels" else
                          np.float64 if mode == "sum" else dtype)
-    func = functools.partial(
-        _apply_block, estimator=snapshot, name=name, kwargs=arguments,
-        row_names=names, mode=mode, width=width,
-        out_dtype=out_dtype,
-    )
+    func = functools.partial(_apply_block, estimator=snapshot, name=name, kwargs=arguments,
+                             row_names=names, mode=mode, width=width, out_dtype=out_dtype)
     if mode == "labels":
         return da.map_blocks(func, X, *rows, drop_axis=1, chunks=(X.chunks[0],),
                              dtype=out_dtype, meta=np.empty((0,), out_dtype))

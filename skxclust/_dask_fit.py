@@ -16,7 +16,8 @@ initial centroids give the same fit up to the order of floating-point sums.
 
 from __future__ import annotations
 
-import operator
+import functools
+import uuid
 
 import numpy as np
 import torch
@@ -36,6 +37,7 @@ from ._validation import (
 __all__ = ["INIT_SAMPLE", "fit_blockwise"]
 
 INIT_SAMPLE = 4096  # rows drawn (uniformly, without replacement) to seed a dask fit
+_SHARED_MODELS: dict[str, dict] = {}  # per process: warp models of the latest fits
 
 
 # -- fit: what runs on the workers -----------------------------------------------------------
@@ -51,6 +53,7 @@ class _Frame:
         self.n_features = n_features
         self.dtype = np.dtype(dtype)
         self.shift = None if shift is None else np.asarray(shift)
+        self.token = uuid.uuid4().hex  # names this fit in the per-process model cache
 
     def with_shift(self, shift):
         frame = _Frame.__new__(_Frame)
@@ -67,7 +70,16 @@ class _Frame:
         return X, sw
 
     def geometry(self):
-        return self.estimator._make_geometry(self.n_features)
+        """The estimator's geometry; its warp models (read-only, built once per process and
+        fit, not per task: building one costs 15-40 ms) are shared between tasks."""
+        geometry = self.estimator._make_geometry(self.n_features)
+        if isinstance(getattr(geometry, "_models", None), dict):
+            if self.token not in _SHARED_MODELS:
+                while len(_SHARED_MODELS) >= 4:
+                    _SHARED_MODELS.pop(next(iter(_SHARED_MODELS)), None)
+                _SHARED_MODELS[self.token] = {}
+            geometry._models = _SHARED_MODELS[self.token]
+        return geometry
 
 
 def _moments_block(x, w, frame):
@@ -119,8 +131,8 @@ def _lloyd_block(x, w, prev, centers, running, offset, frame):
     """One Lloyd pass over a block for the ``running`` restarts.
 
     ``prev`` is this block's result of the previous pass (None at the first): labels
-    (R, n_b) and states of every restart. Returns the updated result and the statistics
-    of the running restarts.
+    (R, n_b) and states of every restart. Returns the updated result, with the statistics
+    of the running restarts under "stats".
     """
     X, sw = frame.tensors(x, w)
     geometry = frame.geometry()
@@ -146,14 +158,14 @@ def _lloyd_block(x, w, prev, centers, running, offset, frame):
     cluster_weight.scatter_add_(1, labels, sw.to(torch.float64).expand(n_run, -1))
     m = min(n_clusters, n_rows)
     far = torch.argsort(-dists, dim=1, stable=True)[:, :m]
-    stats = {
+    result["stats"] = {
         "sums": sums.to(torch.float64).cpu(), "weight": weight.to(torch.float64).cpu(),
         "cluster_weight": cluster_weight.cpu(), "changed": changed,
         "inertia": (dists.to(torch.float64) @ sw.to(torch.float64)).cpu(),
         "far_d": dists.gather(1, far).to(torch.float64).cpu(),
         "far_i": (far + offset).cpu(), "far_x": X[far].cpu(),
     }
-    return result, stats
+    return result
 
 
 def _top_far(a, b, m):
@@ -195,15 +207,23 @@ def _labels_block(result, restart):
 
 
 # -- fit: the client --------------------------------------------------------------------------
-def _tree(items, merge):
-    """Pairwise (tree) reduction of delayed values with ``merge``."""
+def _reduce(merge, key, *parts):
+    """``merge`` folded over ``parts`` (their entry ``key`` when given)."""
+    return functools.reduce(merge, [p[key] for p in parts] if key else parts)
+
+
+def _tree(items, merge, key=None, fan_in=16):
+    """Tree reduction of delayed values with ``merge``, ``fan_in`` values per task (few
+    tasks: each costs a scheduler round trip, the values are small)."""
     import dask
 
     items = list(items)
-    while len(items) > 1:
-        items = [dask.delayed(merge)(items[i], items[i + 1]) if i + 1 < len(items)
-                 else items[i] for i in range(0, len(items), 2)]
-    return items[0]
+    while True:
+        items = [dask.delayed(_reduce)(merge, key, *items[i:i + fan_in])
+                 for i in range(0, len(items), fan_in)]
+        key = None
+        if len(items) == 1:
+            return items[0]
 
 
 def _add(a, b):
@@ -236,13 +256,9 @@ class _Blocks:
 
 def _lloyd_pass(blocks, results, centers, running, frame):
     """One fused assignment + partial-sums pass; (new results, reduced statistics)."""
-    import dask
-
-    out = blocks.run(_lloyd_block, centers.cpu().numpy(), list(running), frame=frame,
-                     results=results)
-    results = [dask.delayed(operator.getitem)(o, 0) for o in out]
-    stats = _tree([dask.delayed(operator.getitem)(o, 1) for o in out], _merge_stats)
-    return results, stats.compute()
+    results = blocks.run(_lloyd_block, centers.cpu().numpy(), list(running), frame=frame,
+                         results=results)
+    return results, _tree(results, _merge_stats, key="stats").compute()
 
 
 def _update(geometry, blocks, results, centers, stats, running, frame):

@@ -31,12 +31,23 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+# distributed's default MALLOC_TRIM_THRESHOLD_ makes torch's many temporaries 2-3x slower
+# in the workers (see doc/user_guide/scaling.rst); the other settings are the defaults.
+WORKER_ENVIRON = {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}
+
+
+def warm_up():
+    import skxclust._dask_fit  # noqa: F401
+
+
 @pytest.fixture(scope="module")
 def client():
     """A real two-process cluster on this machine, for the whole module."""
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       host="127.0.0.1", dashboard_address=None)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": WORKER_ENVIRON}):
+        cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                           host="127.0.0.1", dashboard_address=None)
     with distributed.Client(cluster) as c:
+        c.run(warm_up)  # import torch and skxclust in the workers once, up front
         yield c
     cluster.close()
 
