@@ -31,8 +31,8 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-# distributed's default MALLOC_TRIM_THRESHOLD_ makes torch's many temporaries 2-3x slower
-# in the workers (see doc/user_guide/scaling.rst); the other settings are the defaults.
+# distributed's default MALLOC_TRIM_THRESHOLD_ can make torch's temporaries slower in the
+# workers (see doc/user_guide/scaling.rst); the other settings are the defaults.
 WORKER_ENVIRON = {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}
 
 
