@@ -8,11 +8,16 @@ and their weight) and moves every centroid towards its members by a running aver
 .. math::  \mu \leftarrow \frac{\text{counts}\,\mu + \text{sums}}{\text{counts} + \text{weight}},
 
 i.e. a step of learning rate ``weight / (counts + weight)`` towards the chunk's mean (for
-plain k-means exactly scikit-learn's ``MiniBatchKMeans`` update). For ST K-means the
-statistics are per pixel: ``sums = sum_i w_i S_i^T x_i`` and ``weight = sum_i w_i S_i^T 1``
-(the adjoint-weighted average), so every pixel has its own count. Centroids (or pixels)
-that receive no weight keep their value. The first call seeds the centroids on its chunk
-with the estimator's own initialisation, then takes the first step on the same chunk.
+plain k-means exactly scikit-learn's ``MiniBatchKMeans`` update, without its random
+reassignment). This is the minimiser of the chunk's distortion plus ``counts`` times the
+squared distance to the old centroid. For ST K-means the statistics are per pixel,
+``sums = sum_i w_i S_i^T x_i`` and ``weight = sum_i w_i S_i^T 1``, so every pixel has its
+own count, and the same minimisation (the chunk's warped least-squares problem plus the
+count-weighted old centroid) is solved by the geometry's conjugate gradients started from
+the running adjoint-weighted average above (the average alone stays blurred). Centroids
+(or pixels) that receive no weight keep their value. The first call seeds the centroids on
+its chunk with the estimator's own initialisation, then takes the first step on the same
+chunk.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ._validation import (
     to_tensor,
 )
 
-__all__ = ["init_stream_state", "partial_fit", "running_average"]
+__all__ = ["init_stream_state", "mini_batch_step", "partial_fit", "running_average"]
 
 
 def init_stream_state(estimator, labels: torch.Tensor, sample_weight: torch.Tensor) -> None:
@@ -82,14 +87,60 @@ def running_average(geometry, centers, counts, sums, weight, normal=None):
     return new, total
 
 
-def _first_centers(estimator, Xt, sample_weight, dtype, shift):
-    """Seed the centroids on the first chunk (in the frame of ``Xt``, shifted by
-    ``shift`` from the input) with the estimator's initialisation: one seeding."""
+def mini_batch_step(geometry, X, centers, counts, sample_weight):
+    """Assign the chunk X, reduce it to the geometry's partial sums and move the centroids
+    (:func:`running_average`; with the chunk's normal operator when the geometry solves
+    least-squares updates). Returns ``(centers, counts)``."""
+    assignment = geometry.assign(X, centers)
+    sums, weight = geometry.partial_sums(X, centers, assignment, sample_weight)
+    normal = None
+    if getattr(geometry, "solve_from_sums", None) is not None:
+        def normal(v):
+            return geometry.normal_sums(v, assignment.labels, assignment.state, sample_weight)
+    return running_average(geometry, centers, counts, sums, weight, normal)
+
+
+def _validated_chunk(estimator, X, sample_weight, first: bool):
+    """Validate the chunk (reset the feature checks on the first call): (X, weights)."""
+    X = validate_data(estimator, X, dtype=[np.float64, np.float32], order="C", reset=first)
+    if first:
+        if X.shape[0] < estimator.n_clusters:
+            raise ValueError(
+                f"n_samples={X.shape[0]} should be >= n_clusters={estimator.n_clusters} in "
+                "the first call of partial_fit (it seeds the centroids)."
+            )
+        estimator._check_input_geometry(X.shape[1])
+    dtype = X.dtype if first else estimator.cluster_centers_.dtype
+    return X.astype(dtype, copy=False), check_sample_weight(sample_weight, X.shape[0], dtype)
+
+
+def _start(estimator, Xt, sample_weight, geometry, first: bool):
+    """Centroids and counts for this call, in a frame shifted for accuracy (the chunk's
+    weighted mean on the first call, which seeds the centroids on the chunk; the mean
+    centroid later). Returns ``(Xt, centers, counts, shift)``, Xt moved into the frame."""
+    device = Xt.device
+    if first:
+        shift = (sample_weight @ Xt) / sample_weight.sum()
+    else:
+        centers = torch.as_tensor(np.array(estimator.cluster_centers_), device=device)
+        if centers.shape[1] != Xt.shape[1]:
+            raise ValueError(
+                f"X maps to {Xt.shape[1]} features but the centroids have {centers.shape[1]}."
+            )
+        shift = centers.mean(dim=0)
+    if not geometry.translation_invariant:
+        shift = torch.zeros_like(shift)
+    Xt = Xt - shift
+    check_magnitude(Xt)
+    if not first:
+        counts = torch.as_tensor(np.array(estimator._counts), device=device)
+        return Xt, centers - shift, counts, shift
+    dtype = np.float32 if Xt.dtype == torch.float32 else np.float64
     init_array = estimator._validate_init_array(Xt.shape[1], dtype)
     generators = make_generators(estimator.random_state, 1)
-    if shift is None:
-        shift = torch.zeros(Xt.shape[1], dtype=Xt.dtype, device=Xt.device)
-    return estimator._init_centroids(Xt, sample_weight, generators, init_array, shift)[0]
+    centers = estimator._init_centroids(Xt, sample_weight, generators, init_array, shift)[0]
+    counts = torch.zeros(estimator.n_clusters, dtype=torch.float64, device=device)
+    return Xt, centers, counts, shift
 
 
 def partial_fit(estimator, X, sample_weight=None):
@@ -100,52 +151,17 @@ def partial_fit(estimator, X, sample_weight=None):
     ``_after_partial_fit`` sets (``beta_``, ...). Returns the estimator.
     """
     first = not hasattr(estimator, "cluster_centers_")
-    X = validate_data(estimator, X, dtype=[np.float64, np.float32], order="C", reset=first)
-    n_samples, n_features = X.shape
-    if first:
-        if n_samples < estimator.n_clusters:
-            raise ValueError(
-                f"n_samples={n_samples} should be >= n_clusters={estimator.n_clusters} in "
-                "the first call of partial_fit (it seeds the centroids)."
-            )
-        estimator._check_input_geometry(n_features)
-        dtype = X.dtype
-    else:
-        dtype = estimator.cluster_centers_.dtype
+    X, sw_np = _validated_chunk(estimator, X, sample_weight, first)
     device = resolve_device(estimator.device)
-    sw = torch.from_numpy(check_sample_weight(sample_weight, n_samples, dtype)).to(device)
-    Xt = estimator._embed(to_tensor(X.astype(dtype, copy=False), device))
-    geometry = estimator._make_geometry(n_features)
-    if first:
-        shift = (sw @ Xt) / sw.sum() if geometry.translation_invariant else None
-    else:
-        centers = torch.as_tensor(np.array(estimator.cluster_centers_), device=device)
-        if centers.shape[1] != Xt.shape[1]:
-            raise ValueError(
-                f"X maps to {Xt.shape[1]} features but the centroids have "
-                f"{centers.shape[1]}."
-            )
-        shift = centers.mean(dim=0) if geometry.translation_invariant else None
-    if shift is not None:
-        Xt = Xt - shift
-    check_magnitude(Xt)
-    if first:
-        centers = _first_centers(estimator, Xt, sw, dtype, shift)
-        counts = torch.zeros(estimator.n_clusters, dtype=torch.float64, device=device)
-    else:
-        centers = centers if shift is None else centers - shift
-        counts = torch.as_tensor(np.array(estimator._counts), device=device)
+    sw = torch.from_numpy(sw_np).to(device)
+    Xt = estimator._embed(to_tensor(X, device))
+    geometry = estimator._make_geometry(X.shape[1])
+    Xt, centers, counts, shift = _start(estimator, Xt, sw, geometry, first)
     hint = getattr(geometry, "lloyd_threads", None)
     with torch_threads(None if hint is None else hint(Xt, centers)):
-        assignment = geometry.assign(Xt, centers)
-        sums, weight = geometry.partial_sums(Xt, centers, assignment, sw)
-        normal = None
-        if hasattr(geometry, "solve_from_sums"):
-            def normal(v):
-                return geometry.normal_sums(v, assignment.labels, assignment.state, sw)
-        centers, counts = running_average(geometry, centers, counts, sums, weight, normal)
+        centers, counts = mini_batch_step(geometry, Xt, centers, counts, sw)
         after = estimator._after_partial_fit(Xt, centers, geometry)
-    estimator.cluster_centers_ = (centers if shift is None else centers + shift).cpu().numpy()
+    estimator.cluster_centers_ = (centers + shift).cpu().numpy()
     estimator.labels_ = after.labels.cpu().numpy()
     estimator.inertia_ = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
     estimator._counts = counts.cpu().numpy()
