@@ -222,7 +222,8 @@ def check_magnitude(X: torch.Tensor, name: str = "X", shift: torch.Tensor | None
     if X.numel() == 0:
         return
     finfo = torch.finfo(X.dtype)
-    low, high = torch.aminmax(X, dim=0) if shift is not None else torch.aminmax(X)
+    # amin/amax along dim 0 are vectorised over the columns (aminmax(dim=0) is ~10x slower)
+    low, high = (X.amin(dim=0), X.amax(dim=0)) if shift is not None else torch.aminmax(X)
     if shift is not None:  # max |x - shift| per column, without an (n, D) temporary
         low, high = low - shift, high - shift
     peak = float(torch.maximum(high.abs().max(), low.abs().max()))

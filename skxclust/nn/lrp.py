@@ -33,11 +33,6 @@ __all__ = [
 ]
 
 
-def _target_mask(target: torch.Tensor, n_clusters: int) -> torch.Tensor:
-    """Boolean (B, K) mask, True at each row's target column."""
-    return torch.nn.functional.one_hot(target, n_clusters).bool()
-
-
 def auto_beta(evidence: torch.Tensor) -> float:
     """The scale-free soft-min stiffness ``1 / mean f`` of the assigned evidence.
 
@@ -57,11 +52,10 @@ def auto_beta(evidence: torch.Tensor) -> float:
 
 def _relevance_per_unit_h(relevance: torch.Tensor, h: torch.Tensor, eps: float) -> torch.Tensor:
     """``R_k / h_ck`` with a sign-aware floor ``eps * max_k |h_ck|`` on ``|h_ck|``."""
-    scale = h.abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(h.dtype).tiny)
-    floor = eps * scale
-    sign = torch.where(h < 0, -1.0, 1.0).to(h.dtype)
-    h_safe = torch.where(h.abs() < floor, sign * floor, h)
-    return torch.where(relevance == 0, 0.0, relevance / h_safe)
+    tiny = torch.finfo(h.dtype).tiny
+    abs_h = h.abs()
+    floor = (eps * abs_h.amax(dim=1, keepdim=True)).clamp_min_(tiny)
+    return relevance / torch.where(abs_h < floor, floor.copysign(h), h)
 
 
 def softmin_redistribution(
@@ -85,15 +79,17 @@ def softmin_redistribution(
     f : Tensor of shape (B,)
         ``min_{k != c} h_ck``.
     """
-    mask = _target_mask(target, h.shape[1])
-    h_comp = h.masked_fill(mask, math.inf)
-    f = h_comp.min(dim=1).values
+    column = target[:, None]
+    h_comp = h.scatter(1, column, math.inf)
+    f = h_comp.amin(dim=1)
     if math.isinf(beta):
-        weights = torch.zeros_like(h)
-        weights.scatter_(1, h_comp.argmin(dim=1, keepdim=True), 1.0)
-    else:
-        weights = torch.softmax((-beta * h).masked_fill(mask, -math.inf), dim=1)
-    return weights * f[:, None], f
+        weights = torch.zeros_like(h).scatter_(1, h_comp.argmin(dim=1, keepdim=True), 1.0)
+    elif beta == 0:
+        weights = torch.full_like(h, 1.0 / max(h.shape[1] - 1, 1)).scatter_(1, column, 0.0)
+    else:  # softmax of -beta h over the competitors, shifted by its maximum beta f
+        weights = torch.exp_((f[:, None] - h_comp).mul_(beta))  # target column: exp(-inf) = 0
+        weights /= weights.sum(dim=1, keepdim=True)
+    return weights.mul_(f[:, None]), f
 
 
 def midpoint_relevance(
@@ -137,12 +133,12 @@ def midpoint_relevance(
     Tensor of shape (B, D)
         Relevance per input feature; rows sum to ``competitor_relevance.sum(1)``.
     """
-    a = _relevance_per_unit_h(competitor_relevance, h, eps)
-    a = a.masked_fill(_target_mask(target, h.shape[1]), 0.0)
+    column = target[:, None]
+    a = _relevance_per_unit_h(competitor_relevance, h, eps).scatter_(1, column, 0.0)
     a_sum = a.sum(dim=1, keepdim=True)
     # sum_k a_k (mu_c - mu_k) = sum_j coef_j mu_j with coef = a_sum * onehot(c) - a: two
     # matrix products and two passes over (B, D), nothing of shape (B, K-1, D).
-    coef = (-a).scatter_add_(1, target[:, None], a_sum)
+    coef = torch.neg(a).scatter_add_(1, column, a_sum)
     if centers.dim() == 2 and offset is None:
         # one product with [2 mu, -mu^2] (K, 2D), then R = x * P1 + P2 in one pass
         n_features = centers.shape[1]
