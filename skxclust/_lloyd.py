@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ._threads import serial_threads, torch_threads
+from ._threads import LLOYD_SERIAL_MACS, serial_threads, torch_threads
 from .nn.neuralized import squared_distances
 
 __all__ = [
@@ -88,7 +88,7 @@ class EuclideanGeometry:
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
         """Intra-op threads :func:`lloyd` should use (None: torch's setting)."""
         n_columns = centers.shape[0] * centers.shape[1] if centers.dim() == 3 else centers.shape[0]
-        return serial_threads(X, n_columns)
+        return serial_threads(X, n_columns, LLOYD_SERIAL_MACS)
 
     def _cached(self, name: str, tensor: torch.Tensor, compute):
         hit = self._cache.get(name)
@@ -291,7 +291,8 @@ def kmeans_plusplus_restarts(
     # Restarts per group: keep the (group * trials, n) distance block near 2**24 entries.
     group = max(1, 2**24 // max(1, n_local_trials * X.shape[0]))
     out = []
-    with torch_threads(serial_threads(X, n_local_trials * min(group, len(generators)))):
+    columns = n_local_trials * min(group, len(generators))
+    with torch_threads(serial_threads(X, columns, LLOYD_SERIAL_MACS)):
         for i in range(0, len(generators), group):
             out.append(_kmeans_plusplus(X, n_clusters, sample_weight,
                                         generators[i:i + group], n_local_trials))

@@ -7,7 +7,7 @@ import threading
 
 import torch
 
-__all__ = ["serial_threads", "torch_threads"]
+__all__ = ["LLOYD_SERIAL_MACS", "serial_threads", "torch_threads"]
 
 # Below this many multiply-adds per pass over the data (under a millisecond of work on one
 # core), torch's per-op parallel regions cost more than they save in the many small ops of
@@ -24,10 +24,16 @@ _threads_state = {"depth": 0, "saved": 0}  # entries in all threads; setting bef
 _thread_depth = threading.local()  # entries in the calling thread
 
 
-def serial_threads(X: torch.Tensor, n_columns: int) -> int | None:
-    """1 when a CPU pass of X against ``n_columns`` vectors is too small for threads to
-    pay off, else None (keep torch's setting)."""
-    if X.device.type == "cpu" and X.shape[0] * X.shape[1] * n_columns < _SERIAL_MACS:
+# A Lloyd iteration is ~30 small ops around its one or two products: with R restarts
+# sharing the passes (digits, 10 restarts: ~1.2e7 multiply-adds per pass) one thread was
+# still faster (median fit 0.083 s vs 0.110 s with two threads on an idle 2-core machine).
+LLOYD_SERIAL_MACS = 2**26
+
+
+def serial_threads(X: torch.Tensor, n_columns: int, limit: int = _SERIAL_MACS) -> int | None:
+    """1 when a CPU pass of X against ``n_columns`` vectors (below ``limit`` multiply-adds)
+    is too small for threads to pay off, else None (keep torch's setting)."""
+    if X.device.type == "cpu" and X.shape[0] * X.shape[1] * n_columns < limit:
         return 1
     return None
 
