@@ -56,7 +56,11 @@ class ExplainableKMeans(BaseTorchKMeans):
         single init is run).
     n_init : "auto" or int, default="auto"
         Number of seedings; the run with the lowest inertia is kept. "auto" is 1 for
-        k-means++ and 10 otherwise (as in scikit-learn).
+        k-means++ and 10 otherwise (as in scikit-learn). The restarts run together:
+        every pass over X (one matrix product against all restarts' centroids, and the
+        centroid sums) serves all restarts still iterating, so ``n_init=10`` costs far
+        less than ten fits. Each restart converges on its own, with the seeding and
+        stopping rule it would have alone.
     max_iter : int, default=300
         Maximum number of Lloyd iterations per init.
     tol : float, default=1e-4
@@ -79,7 +83,11 @@ class ExplainableKMeans(BaseTorchKMeans):
         module is used frozen in evaluation mode on a copy, never modified; inputs are cast
         to its parameters' dtype. ``cluster_centers_`` then live in feature space.
     batch_size : int, default=4096
-        Rows processed at once by every method; bounds memory.
+        Rows processed at once by every method; bounds memory. Results do not depend on
+        it. For float64 data, ``fit`` finds nearest centroids with float32 products and
+        redoes in float64 only the rows whose two nearest centroids are within the float32
+        error bound: labels, centroids and ``inertia_`` are those of float64 arithmetic
+        (the float32 copy of X it keeps is half the size of X).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
         Where the computation runs; "auto" uses CUDA when available.
     random_state : int, RandomState instance or None, default=None
