@@ -10,7 +10,8 @@ After changing a message or a case, rewrite the table with::
 
     python tests/test_input_validation.py
 
-``partial_fit`` is not covered: it does not exist yet.
+``partial_fit`` is run with the fitting methods, on a fitted estimator (a continuation
+step), except for chunks smaller than ``n_clusters``, which it accepts once seeded.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ ESTIMATORS = {
 CLASS_NAMES = {"explainable": "ExplainableKMeans", "spatial": "SpatialTransformerKMeans"}
 BOTH = ("explainable", "spatial")
 
-FIT = ("fit", "fit_predict", "fit_transform")
+FIT = ("fit", "fit_predict", "fit_transform", "partial_fit")
+# A partial_fit chunk may hold fewer rows than n_clusters once the model is seeded.
+FULL_FIT = ("fit", "fit_predict", "fit_transform")
 INFER = ("predict", "transform", "score", "decision_function", "predict_proba", "explain",
          "align")
 ALL = FIT + INFER
@@ -159,10 +162,13 @@ DATA_CASES = [
     Case("X-huge-float64", "float64 ``X`` whose squared distances overflow (values ~1e200)", ALL,
          ValueError, r"X has values too large for squared distances in torch\.float64",
          lambda: X * 1e200),
-    Case("X-huge-float32", "float32 ``X`` whose squared distances overflow (values ~1e30)", ALL,
+    # partial_fit on a float64 model computes a float32 chunk in float64: no overflow there
+    Case("X-huge-float32", "float32 ``X`` whose squared distances overflow (values ~1e30)",
+         FULL_FIT + INFER,
          ValueError, r"X has values too large for squared distances in torch\.float32",
          lambda: (X * 1e30).astype(np.float32)),
-    Case("X-fewer-rows-than-clusters", "fewer samples than ``n_clusters``", FIT, ValueError,
+    Case("X-fewer-rows-than-clusters", "fewer samples than ``n_clusters``", FULL_FIT,
+         ValueError,
          r"n_samples=1 should be >= n_clusters=2", lambda: X[:1].copy(),
          names=("n_samples=1", "n_clusters=2")),
     Case("X-wrong-n-features", "``X`` with another number of features than in fit", INFER,
@@ -598,7 +604,9 @@ def _methods(case: Case) -> str:
         return "all"
     if case.methods == INFER:
         return "all inference"
-    if case.params:  # also run through fit_predict and fit_transform, in one test
+    if case.methods == FULL_FIT + INFER:
+        return "all but partial_fit"
+    if case.params:  # also run through fit_predict, fit_transform and partial_fit
         return ", ".join(FIT)
     return ", ".join(case.methods)
 
