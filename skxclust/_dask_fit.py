@@ -9,9 +9,10 @@ update: ``centers_from_sums`` for plain k-means; for ST K-means the conjugate-gr
 solve of :func:`skxclust.nn.align.solve_normal_equations`, whose normal operator
 ``sum_i S_i^T S_i p`` is one more blockwise pass over the kept warps per CG step. Labels
 and ST warps stay on the workers between passes (``dask.persist``); only O(K * D)
-statistics, the seeding sample and the final labels reach the client. Convergence,
-relocation and restarts follow :func:`skxclust._lloyd.lloyd` step for step, so the same
-initial centroids give the same fit up to the order of floating-point sums.
+statistics, the seeding sample and the final labels reach the client. The iterations,
+convergence tests and retiring of restarts are those of the in-memory loop (both run
+:func:`skxclust._lloyd.lloyd_iterations`); empty clusters move to the farthest rows, so
+the same initial centroids give the same fit up to the order of floating-point sums.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 from sklearn.base import clone
 
 from ._dask import check_dask_array, is_dask_array
+from ._lloyd import lloyd_iterations
 from ._streaming import init_stream_state
 from ._threads import torch_threads
 from ._validation import (
@@ -280,6 +282,16 @@ def _update(geometry, blocks, results, centers, stats, running, frame):
     return solve(sums, weight, centers, normal)
 
 
+class _PassStats:
+    """The reduced statistics of a pass, for :func:`skxclust._lloyd.lloyd_iterations`."""
+
+    def __init__(self, stats):
+        self.stats = stats
+
+    def select(self, keep):
+        return _PassStats({k: v[keep] for k, v in self.stats.items()})
+
+
 def _relocate(centers, stats):
     """Centroids without weight move to the farthest rows (as in the in-memory loop)."""
     for r in torch.nonzero((stats["cluster_weight"] == 0).any(dim=1)).flatten().tolist():
@@ -376,25 +388,21 @@ def fit_blockwise(estimator, X, sample_weight=None):
     X, blocks, frame, shift, tol, sw_np = _prepare(estimator, X, sample_weight)
     geometry = frame.geometry()
     centers = _initial_centers(estimator, X, sw_np, frame, shift).to("cpu", shift.dtype)
-    n_restarts = centers.shape[0]
-    running = torch.arange(n_restarts)
-    results, stats = _lloyd_pass(blocks, None, centers, running.tolist(), frame)
-    inertia, n_iter = stats["inertia"].clone(), torch.ones(n_restarts, dtype=torch.long)
-    for it in range(1, estimator.max_iter + 1):
-        current = centers[running]
-        new = _update(geometry, blocks, results, current, stats, running.tolist(), frame)
-        _relocate(new, stats)
-        moved = ((new - current) ** 2).sum(dim=(1, 2))
-        centers[running] = new
-        results, stats = _lloyd_pass(blocks, results, new, running.tolist(), frame)
-        inertia[running], n_iter[running] = stats["inertia"], it
-        done = (stats["changed"] == 0) | (moved <= tol)
-        if estimator.verbose:
-            print(f"Iteration {it}: inertia {float(stats['inertia'].min()):.6g}, centre "
-                  f"shift {float(moved.max()):.3g}")
-        if bool(done.all()):
-            break
-        running, stats = running[~done], {k: v[~done] for k, v in stats.items()}
+    results, stats = _lloyd_pass(blocks, None, centers, list(range(centers.shape[0])), frame)
+    inertia = stats["inertia"].clone()
+    latest = [results]  # every restart's labels and states after the last pass
+
+    def step(current, state, running):
+        rows = running.tolist()
+        new = _update(geometry, blocks, latest[0], current, state.stats, rows, frame)
+        _relocate(new, state.stats)
+        latest[0], stats = _lloyd_pass(blocks, latest[0], new, rows, frame)
+        inertia[running] = stats["inertia"]
+        return new, _PassStats(stats), stats["changed"] == 0, stats["inertia"]
+
+    n_iter = lloyd_iterations(centers, _PassStats(stats), step, estimator.max_iter, tol,
+                              estimator.verbose)
+    results = latest[0]
 
     best = int(torch.argmin(inertia))
     labels = _finish(estimator, X, blocks, results, best, centers[best], frame)

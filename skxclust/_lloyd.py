@@ -39,6 +39,7 @@ __all__ = [
     "kmeans_plusplus",
     "kmeans_plusplus_restarts",
     "lloyd",
+    "lloyd_iterations",
     "row_norms",
 ]
 
@@ -49,6 +50,11 @@ class Assignment(NamedTuple):
     labels: torch.Tensor  # (n,) or (R, n) long
     distances: torch.Tensor  # same shape: squared distance to the assigned centroid
     state: Any = None  # geometry-specific per-sample data for the update step
+
+    def select(self, keep: torch.Tensor) -> Assignment:
+        """The restarts where the boolean (R,) ``keep`` is True (``state`` is shared)."""
+        keep = keep.to(self.labels.device)
+        return Assignment(self.labels[keep], self.distances[keep], self.state)
 
 
 def row_norms(X: torch.Tensor) -> torch.Tensor:
@@ -424,47 +430,82 @@ def _relocate_empty(X, centers, weight, distances) -> None:
         centers[r, empty] = X[far]
 
 
-def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history):
-    """Body of :func:`lloyd` for restarts (R, K, D), run under the geometry's threads."""
+def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: int = 0):
+    """The Lloyd iterations of independent restarts, for in-memory and blockwise fits.
+
+    Each iteration calls ``step`` on the restarts still running; a restart stops when its
+    labels no longer change (strict convergence) or its total squared centroid shift is
+    ``<= tol``, as in scikit-learn.
+
+    Parameters
+    ----------
+    centers : Tensor of shape (R, K, D)
+        Initial centroids; overwritten with each restart's latest centroids.
+    state : object
+        What ``step`` needs of the current assignment of the running restarts; its
+        ``select(keep)`` gives the state of the restarts where the (A,) mask is True.
+    step : callable ``step(current, state, running) -> (new, state, stable, inertia)``
+        One centroid update (with empty-cluster relocation) and assignment of the running
+        restarts (``running``: their indices, ``current``: their centroids (A, K, D));
+        ``stable`` (A,) is True where no label changed, ``inertia`` (A,) is optional
+        (None), used for ``verbose`` output only.
+    max_iter : int
+    tol : float
+    verbose : int, default=0
+
+    Returns
+    -------
+    n_iter : LongTensor of shape (R,)
+        Iterations run by each restart (>= 1).
+    """
     t0 = time.perf_counter()
     n_restarts = centers.shape[0]
-    centers = centers.clone()
-    assignment = geometry.assign(X, centers)
-    labels, distances = assignment.labels.clone(), assignment.distances.clone()
     n_iter = torch.ones(n_restarts, dtype=torch.long)
-    running = torch.arange(n_restarts)  # restarts still iterating
-    cur_centers, cur = centers, assignment
+    running = torch.arange(n_restarts)
     for it in range(1, max_iter + 1):
-        new_centers, weight = geometry.update(X, cur_centers, cur, sample_weight)
-        _relocate_empty(X, new_centers, weight, cur.distances)
-        shift = ((new_centers - cur_centers) ** 2).sum(dim=(1, 2))
-        new = geometry.assign(X, new_centers)
-        stable = (new.labels == cur.labels).all(dim=1)
-        centers[running], labels[running], distances[running] = (
-            new_centers, new.labels, new.distances)
+        current = centers[running.to(centers.device)]
+        new, state, stable, inertia = step(current, state, running)
+        shift = ((new - current) ** 2).sum(dim=(1, 2))
+        centers[running.to(centers.device)] = new
         n_iter[running] = it
-        if history is not None or verbose:  # only then: it costs a reduction and a sync
-            inertia = (new.distances @ sample_weight).tolist()
-        if history is not None:
-            history.append({"iteration": it, "inertia": inertia[0], "labels": new.labels[0]})
         done = (stable | (shift <= tol)).cpu()
         if verbose:
             runs = "" if n_restarts == 1 else f" ({running.numel()} restarts running)"
-            print(f"Iteration {it}{runs}: inertia {min(inertia):.6g}, centre shift "
-                  f"{float(shift.max()):.3g}, {time.perf_counter() - t0:.1f}s")
+            best = "" if inertia is None else f"inertia {float(inertia.min()):.6g}, "
+            print(f"Iteration {it}{runs}: {best}centre shift {float(shift.max()):.3g}, "
+                  f"{time.perf_counter() - t0:.1f}s")
             if bool(done.all()):
                 why = "strict convergence" if bool(stable.all()) else f"shift <= tol {tol:.3g}"
                 print(f"Converged at iteration {it}: {why}.")
         if bool(done.all()):
             break
-        keep = ~done
-        if bool(keep.all()):
-            cur_centers, cur = new_centers, new
-        else:
-            running = running[keep]
-            kept = keep.to(X.device)
-            cur_centers = new_centers[kept]
-            cur = Assignment(new.labels[kept], new.distances[kept], new.state)
+        if not bool(done.any()):
+            continue
+        running, state = running[~done], state.select(~done)
+    return n_iter
+
+
+def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history):
+    """Body of :func:`lloyd` for restarts (R, K, D), run under the geometry's threads."""
+    centers = centers.clone()
+    first = geometry.assign(X, centers)
+    labels, distances = first.labels.clone(), first.distances.clone()
+
+    def step(current, cur, running):
+        new_centers, weight = geometry.update(X, current, cur, sample_weight)
+        _relocate_empty(X, new_centers, weight, cur.distances)
+        new = geometry.assign(X, new_centers)
+        rows = running.to(X.device)
+        labels[rows], distances[rows] = new.labels, new.distances
+        inertia = None
+        if history is not None or verbose:  # only then: it costs a reduction and a sync
+            inertia = new.distances @ sample_weight
+        if history is not None:
+            history.append({"iteration": len(history) + 1, "inertia": float(inertia[0]),
+                            "labels": new.labels[0]})
+        return new_centers, new, (new.labels == cur.labels).all(dim=1), inertia
+
+    n_iter = lloyd_iterations(centers, first, step, max_iter, tol, verbose)
     refine = getattr(geometry, "refine", None)
     if refine is not None:  # exact distances for the inertia (see EuclideanGeometry.screen)
         distances = refine(X, centers, Assignment(labels, distances)).distances
