@@ -323,8 +323,9 @@ class ExplainableKMeans(BaseTorchKMeans):
         if target is not None:
             target = torch.from_numpy(
                 check_target(target, n, self.n_clusters, None)).to(raw.device)
-        # ~1 MB of float64 per block: the few (rows, D) temporaries stay in cache.
-        step = max(1, min(self.batch_size, 2**17 // max(1, n_features)))
+        # ~4 MB of float64 per block, so its few (rows, D) temporaries stay in cache (MNIST
+        # 5000 x 784 on 2 cores: 42 ms with 668-row blocks, 61 ms with 167, 49 ms with 1337).
+        step = max(1, min(self.batch_size, 2**19 // max(1, n_features)))
         with inference_threads(raw, self.n_clusters):
             Xt, centers, _, shift = self._inference_frame(raw)
             out = empty_output(Xt, n, n_features)
