@@ -25,7 +25,7 @@ import torch
 from sklearn.base import clone
 
 from ._dask import check_dask_array, is_dask_array
-from ._lloyd import lloyd_iterations
+from ._lloyd import lloyd_iterations, relocate_empty
 from ._streaming import init_stream_state
 from ._threads import torch_threads
 from ._validation import (
@@ -292,13 +292,6 @@ class _PassStats:
         return _PassStats({k: v[keep] for k, v in self.stats.items()})
 
 
-def _relocate(centers, stats):
-    """Centroids without weight move to the farthest rows (as in the in-memory loop)."""
-    for r in torch.nonzero((stats["cluster_weight"] == 0).any(dim=1)).flatten().tolist():
-        empty = torch.nonzero(stats["cluster_weight"][r] == 0).flatten()
-        centers[r, empty] = stats["far_x"][r, : empty.numel()].to(centers.dtype)
-
-
 def _moments(blocks, frame):
     import dask
 
@@ -395,7 +388,8 @@ def fit_blockwise(estimator, X, sample_weight=None):
     def step(current, state, running):
         rows = running.tolist()
         new = _update(geometry, blocks, latest[0], current, state.stats, rows, frame)
-        _relocate(new, state.stats)
+        relocate_empty(new, state.stats["cluster_weight"],
+                       lambda r, m: state.stats["far_x"][r, :m])
         latest[0], stats = _lloyd_pass(blocks, latest[0], new, rows, frame)
         inertia[running] = stats["inertia"]
         return new, _PassStats(stats), stats["changed"] == 0, stats["inertia"]

@@ -40,6 +40,7 @@ __all__ = [
     "kmeans_plusplus_restarts",
     "lloyd",
     "lloyd_iterations",
+    "relocate_empty",
     "row_norms",
 ]
 
@@ -60,6 +61,16 @@ class Assignment(NamedTuple):
 def row_norms(X: torch.Tensor) -> torch.Tensor:
     """Squared Euclidean norm of every row, shape (n,), without an (n, D) temporary."""
     return torch.einsum("nd,nd->n", X, X)
+
+
+def _nearest_scores(rows, flat, c_sq, n_clusters):
+    """Minimum over each restart's K centroids of ``||mu||^2 - 2 x.mu``, and its index.
+
+    ``flat`` holds the R * K centroids (R * K, D), ``c_sq`` their squared norms; returns
+    (values, indices), each of shape (rows, R).
+    """
+    scores = torch.addmm(c_sq, rows, flat.T, alpha=-2.0)
+    return scores.view(rows.shape[0], -1, n_clusters).min(dim=2)
 
 
 class EuclideanGeometry:
@@ -93,8 +104,7 @@ class EuclideanGeometry:
 
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
         """Intra-op threads :func:`lloyd` should use (None: torch's setting)."""
-        n_columns = centers.shape[0] * centers.shape[1] if centers.dim() == 3 else centers.shape[0]
-        return serial_threads(X, n_columns, LLOYD_SERIAL_MACS)
+        return serial_threads(X, centers[..., 0].numel(), LLOYD_SERIAL_MACS)
 
     def _cached(self, name: str, tensor: torch.Tensor, compute):
         hit = self._cache.get(name)
@@ -153,9 +163,6 @@ class EuclideanGeometry:
                 screen = (self._cached("float32", X, lambda t: t.to(torch.float32)),
                           flat.to(torch.float32), c_sq.to(torch.float32), 2.0 * err)
         n = X.shape[0]
-        if n <= self.batch_size:  # one chunk: no copies into preallocated outputs
-            idx, val = self._nearest(X, slice(None), flat, c_sq, x_sq, n_clusters, screen)
-            return Assignment(idx.T.contiguous(), val.T.contiguous())
         labels = torch.empty(n_restarts, n, dtype=torch.long, device=X.device)
         dists = torch.empty(n_restarts, n, dtype=X.dtype, device=X.device)
         for sl in self._chunks(n):
@@ -176,21 +183,18 @@ class EuclideanGeometry:
         ones, the distances carry float32 rounding.
         """
         if screen is None:
-            val, idx = torch.addmm(c_sq, X[sl], flat.T, alpha=-2.0).view(
-                -1, flat.shape[0] // n_clusters, n_clusters).min(dim=2)
+            val, idx = _nearest_scores(X[sl], flat, c_sq, n_clusters)
             return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
         X32, flat32, c_sq32, bound = screen
         scores = torch.addmm(c_sq32, X32[sl], flat32.T, alpha=-2.0)
         scores = scores.view(scores.shape[0], -1, n_clusters)
         best, idx = scores.min(dim=2)
-        second = scores.scatter_(2, idx[..., None], float("inf")).min(dim=2).values
+        second = scores.scatter_(2, idx[..., None], float("inf")).amin(dim=2)
         unsure = ~((second - best).to(bound.dtype) > bound[sl, None])  # NaN: unsure
         val = best.to(x_sq.dtype)
         rows = torch.nonzero(unsure.any(dim=1)).flatten()
         if rows.numel():
-            exact = torch.addmm(c_sq, X[sl][rows], flat.T, alpha=-2.0).view(
-                rows.numel(), -1, n_clusters).min(dim=2)
-            idx[rows], val[rows] = exact.indices, exact.values
+            val[rows], idx[rows] = _nearest_scores(X[sl][rows], flat, c_sq, n_clusters)
         return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
 
     def partial_sums(self, X, centers, assignment, sample_weight):
@@ -422,12 +426,21 @@ def lloyd(
         return tuple(torch.cat(parts) for parts in zip(*runs))
 
 
-def _relocate_empty(X, centers, weight, distances) -> None:
-    """Move the centroids without members to the samples farthest from their centroid."""
+def relocate_empty(centers, weight, farthest_rows) -> None:
+    """Move the centroids without members to the samples farthest from their centroid.
+
+    Parameters
+    ----------
+    centers : Tensor of shape (R, K, D)
+        Updated in place.
+    weight : Tensor of shape (R, K)
+        Weight of each cluster; 0 marks an empty one.
+    farthest_rows : callable ``farthest_rows(r, m) -> Tensor (m, D)``
+        The ``m`` samples farthest from their centroid in restart ``r``, farthest first.
+    """
     for r in torch.nonzero((weight == 0).any(dim=1)).flatten().tolist():
         empty = torch.nonzero(weight[r] == 0).flatten()
-        far = torch.argsort(distances[r], descending=True)[: empty.numel()]
-        centers[r, empty] = X[far]
+        centers[r, empty] = farthest_rows(r, empty.numel()).to(centers.dtype)
 
 
 def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: int = 0):
@@ -493,7 +506,8 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
 
     def step(current, cur, running):
         new_centers, weight = geometry.update(X, current, cur, sample_weight)
-        _relocate_empty(X, new_centers, weight, cur.distances)
+        relocate_empty(new_centers, weight, lambda r, m: X[
+            torch.argsort(cur.distances[r], descending=True)[:m]])
         new = geometry.assign(X, new_centers)
         rows = running.to(X.device)
         labels[rows], distances[rows] = new.labels, new.distances
