@@ -291,52 +291,47 @@ class ExplainableKMeans(BaseTorchKMeans):
         check_explainable_n_clusters(self.n_clusters)
         check_lrp_options(rule, epsilon)
         beta = self.beta_ if beta is None else check_beta(beta)
-        if self.feature_extractor is None:
-            return self._explain_features(raw, target, beta)
-        with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry = self._frame(raw)
-            labels = geometry.assign(Xt, centers).labels.cpu().numpy() if target is None else None
-            tgt = check_target(target, Xt.shape[0], centers.shape[0], labels)
-            tgt = torch.from_numpy(tgt).to(Xt.device)
-            if self.feature_extractor is not None:
-                layers_module, dtype = self._extractor(raw.device)
-                layers = supported_layers(layers_module)
-            out = torch.empty_like(raw)
-            for i in range(0, Xt.shape[0], self.batch_size):
-                sl = slice(i, i + self.batch_size)
-                relevance = neon_relevance(Xt[sl], centers, tgt[sl], beta)[0]
-                if self.feature_extractor is not None:
-                    relevance = lrp_backward(
-                        layers, raw[sl].to(dtype), relevance.to(dtype), rule=rule, epsilon=epsilon
-                    ).reshape(relevance.shape[0], -1)
-                out[sl] = relevance.to(raw.dtype)
-            return out.cpu().numpy()
+        backward = None
+        if self.feature_extractor is not None:
+            layers_module, dtype = self._extractor(raw.device)
+            layers = supported_layers(layers_module)
 
-    def _explain_features(self, raw: torch.Tensor, target, beta: float) -> np.ndarray:
-        """NEON on the input features, in row blocks that stay in the CPU cache.
+            def backward(rows, relevance):
+                return lrp_backward(layers, raw[rows].to(dtype), relevance.to(dtype),
+                                    rule=rule, epsilon=epsilon).reshape(relevance.shape[0], -1)
+        return self._explain_rows(raw, target, beta, backward)
 
-        Each block is centred (the frame of :meth:`_frame`), its label taken from the same
-        product that gives ``h`` (no separate assignment pass), and its relevance written
-        straight into the output: X is read once and the output written once.
+    def _explain_rows(self, raw: torch.Tensor, target, beta: float, backward=None):
+        """NEON in row blocks of the (embedded) input; returns the numpy relevance.
+
+        Each block is centred (the frame of :meth:`_inference_frame`), its label taken from
+        the same product that gives ``h`` (no separate assignment pass) and, without a
+        feature extractor, its relevance written straight into the output: X is read once
+        and the output written once. ``backward(rows, relevance)`` carries the relevance
+        of the embedding back to the input (LRP through the feature extractor).
         """
         n, n_features = raw.shape
         if target is not None:
             target = torch.from_numpy(
                 check_target(target, n, self.n_clusters, None)).to(raw.device)
-        # ~4 MB of float64 per block, so its few (rows, D) temporaries stay in cache (MNIST
-        # 5000 x 784 on 2 cores: 42 ms with 668-row blocks, 61 ms with 167, 49 ms with 1337).
-        step = max(1, min(self.batch_size, 2**19 // max(1, n_features)))
         with inference_threads(raw, self.n_clusters):
             Xt, centers, _, shift = self._inference_frame(raw)
-            out = empty_output(Xt, n, n_features)
-            on_host = raw.device.type == "cpu"
-            relevance = torch.from_numpy(out) if on_host else None
+            # ~4 MB of float64 per block, so its few (rows, D) temporaries stay in cache
+            # (MNIST 5000 x 784 on 2 cores: 42 ms with 668-row blocks, 61 ms with 167, 49 ms
+            # with 1337); with a feature extractor, batch_size rows bound LRP's memory.
+            step = self.batch_size if backward is not None else \
+                max(1, min(self.batch_size, 2**19 // max(1, Xt.shape[1])))
+            out = empty_output(raw, n, n_features)
+            direct = backward is None and raw.device.type == "cpu"
+            relevance = torch.from_numpy(out) if direct else None
             for rows, block in self._framed_chunks(Xt, shift, step):
                 part, _ = neon_relevance(block, centers,
                                          None if target is None else target[rows], beta,
-                                         out=relevance[rows] if on_host else None)
-                if not on_host:
-                    out[rows] = part.cpu().numpy()
+                                         out=relevance[rows] if direct else None)
+                if backward is not None:
+                    part = backward(rows, part)
+                if not direct:
+                    out[rows] = part.to(raw.dtype).cpu().numpy()
         return out
 
     def as_module(self, kind="neuralized", beta=None):
