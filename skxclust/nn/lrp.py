@@ -139,13 +139,12 @@ def midpoint_relevance(
     # sum_k a_k (mu_c - mu_k) = sum_j coef_j mu_j with coef = a_sum * onehot(c) - a: two
     # matrix products and two passes over (B, D), nothing of shape (B, K-1, D).
     coef = torch.neg(a).scatter_add_(1, column, a_sum)
-    if centers.dim() == 2 and offset is None:
+    if centers.dim() == 2:
         # one product with [2 mu, -mu^2] (K, 2D), then R = x * P1 + P2 in one pass
         n_features = centers.shape[1]
         products = coef @ torch.cat([2.0 * centers, -(centers * centers)], dim=1)
-        return torch.addcmul(products[:, n_features:], x, products[:, :n_features], out=out)
-    if centers.dim() == 2:
-        relevance = 2.0 * x * (coef @ centers) - coef @ (centers * centers)
+        relevance = torch.addcmul(products[:, n_features:], x, products[:, :n_features],
+                                  out=out if offset is None else None)
     else:
         relevance = (2.0 * x * torch.einsum("bk,bkd->bd", coef, centers)
                      - torch.einsum("bk,bkd->bd", coef, centers * centers))
