@@ -128,9 +128,10 @@ def _start(estimator, Xt, sample_weight, geometry, first: bool):
                 f"X maps to {Xt.shape[1]} features but the centroids have {centers.shape[1]}."
             )
         shift = centers.mean(dim=0)
-    if not geometry.translation_invariant:
+    if geometry.translation_invariant:
+        Xt = Xt - shift
+    else:  # no zero-shift copy: Xt may share the caller's memory, nothing writes into it
         shift = torch.zeros_like(shift)
-    Xt = Xt - shift
     check_magnitude(Xt)
     if not first:
         counts = torch.as_tensor(np.array(estimator._counts), device=device)
