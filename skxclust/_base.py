@@ -28,6 +28,7 @@ from ._validation import (
     check_init_array,
     check_magnitude,
     check_sample_weight,
+    finite_extremes,
     make_generators,
     resolve_device,
     to_tensor,
@@ -272,18 +273,26 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             return partial_fit_step(self, X, sample_weight)
 
     # -- inference -------------------------------------------------------------------
-    def _validated_tensor(self, X) -> torch.Tensor:
+    def _validated_tensor(self, X) -> tuple[torch.Tensor, tuple]:
         """Check fitted, validate X for inference and put it on the device.
 
-        On the CPU the tensor shares the memory of a writeable C-contiguous float array
-        (:func:`~skxclust._validation.to_tensor`): never write into it.
+        Returns the tensor and its ``(min, max)``. On the CPU the tensor shares the memory
+        of a writeable C-contiguous float array (:func:`~skxclust._validation.to_tensor`):
+        never write into it. Finiteness is checked by
+        :func:`~skxclust._validation.finite_extremes` (the same refusal as
+        ``validate_data``) in the one pass whose extremes :meth:`_inference_frame` reuses
+        for the magnitude check.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
-        return to_tensor(X, resolve_device(self.device))
+        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False,
+                          ensure_all_finite=False)
+        raw = to_tensor(X, resolve_device(self.device))
+        return raw, finite_extremes(raw, type(self).__name__)
 
-    def _inference_frame(self, raw: torch.Tensor):
+    def _inference_frame(self, raw: torch.Tensor, extremes: tuple):
         """Embed validated rows for chunked inference; return (X, centers, geometry, shift).
+
+        ``raw`` and ``extremes`` come from :meth:`_validated_tensor`.
 
         ``X`` is the embedded input, *not* shifted (no copy of the input when the embedding
         is the identity); ``centers`` are already in the frame where the geometry is
@@ -299,42 +308,50 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         if geometry.translation_invariant:
             shift = centers.mean(dim=0)
             centers = centers - shift
-        check_magnitude(Xt, shift=shift)
+        check_magnitude(Xt, shift=shift, extremes=extremes if Xt is raw else None)
         return Xt, centers, geometry, shift
 
     def _framed_chunks(self, X: torch.Tensor, shift: torch.Tensor | None,
                        step: int | None = None):
         """Yield ``(rows, X[rows] in the frame of the centers)``, ``step`` (default
-        ``batch_size``) rows at a time."""
+        ``batch_size``) rows at a time.
+
+        The shifted rows are written into one buffer reused by every block: use each
+        block before asking for the next.
+        """
         step = self.batch_size if step is None else step
+        buffer = None if shift is None else X.new_empty(min(step, X.shape[0]), X.shape[1])
         for start in range(0, X.shape[0], step):
             rows = slice(start, min(start + step, X.shape[0]))
-            yield rows, X[rows] if shift is None else X[rows] - shift
+            if shift is None:
+                yield rows, X[rows]
+            else:
+                yield rows, torch.sub(X[rows], shift, out=buffer[: rows.stop - start])
 
     def _map_pairwise(self, X, fn) -> np.ndarray:
         """``fn`` of the squared distances to the centroids, shape (n_samples, n_clusters),
         computed ``batch_size`` rows at a time into a preallocated numpy output."""
-        raw = self._validated_tensor(X)
+        raw, extremes = self._validated_tensor(X)
         with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry, shift = self._inference_frame(raw)
+            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
             out = empty_output(Xt, Xt.shape[0], centers.shape[0])
             for rows, x in self._framed_chunks(Xt, shift):
                 out[rows] = fn(geometry.pairwise(x, centers)).cpu().numpy()
             return out
 
-    def _frame(self, raw: torch.Tensor):
+    def _frame(self, raw: torch.Tensor, extremes: tuple):
         """Embed validated rows; return (X, centers, geometry), shifted together into a
         frame where the geometry is numerically accurate when it is shift invariant.
 
         Holds the whole shifted X (a copy of the input when shifted): prefer
         :meth:`_inference_frame` with :meth:`_framed_chunks` for large inputs.
         """
-        Xt, centers, geometry, shift = self._inference_frame(raw)
+        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
         return (Xt if shift is None else Xt - shift), centers, geometry
 
     def _prepare(self, X):
         """Validate X for inference; return (X tensor, centers tensor, geometry)."""
-        return self._frame(self._validated_tensor(X))
+        return self._frame(*self._validated_tensor(X))
 
     @blockwise("labels")
     def predict(self, X):
@@ -349,9 +366,9 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
             A dask array, computed block by block, when X is one.
         """
-        raw = self._validated_tensor(X)
+        raw, extremes = self._validated_tensor(X)
         with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry, shift = self._inference_frame(raw)
+            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
             labels = np.empty(Xt.shape[0], dtype=np.int64)
             for rows, x in self._framed_chunks(Xt, shift):
                 labels[rows] = geometry.assign(x, centers).labels.cpu().numpy()
@@ -395,10 +412,10 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         -------
         float
         """
-        raw = self._validated_tensor(X)
+        raw, extremes = self._validated_tensor(X)
         sw = check_sample_weight(sample_weight, raw.shape[0], np.float64)
         with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry, shift = self._inference_frame(raw)
+            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
             d = np.empty(Xt.shape[0], dtype=np.float64)
             for rows, x in self._framed_chunks(Xt, shift):
                 d[rows] = geometry.assign(x, centers).distances.cpu().to(torch.float64).numpy()

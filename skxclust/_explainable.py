@@ -20,7 +20,7 @@ from ._validation import (
     check_target,
     resolve_device,
 )
-from .nn.lrp import auto_beta, neon_relevance
+from .nn.lrp import auto_beta, midpoint_basis, neon_relevance
 from .nn.neuralized import (
     PairwiseSquaredDistance,
     SoftKMeans,
@@ -287,7 +287,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             exactly; with one, up to what the extractor's biases absorb (exact for
             bias-free ReLU networks up to ``epsilon``).
         """
-        raw = self._validated_tensor(X)
+        raw, extremes = self._validated_tensor(X)
         check_explainable_n_clusters(self.n_clusters)
         check_lrp_options(rule, epsilon)
         beta = self.beta_ if beta is None else check_beta(beta)
@@ -299,9 +299,10 @@ class ExplainableKMeans(BaseTorchKMeans):
             def backward(rows, relevance):
                 return lrp_backward(layers, raw[rows].to(dtype), relevance.to(dtype),
                                     rule=rule, epsilon=epsilon).reshape(relevance.shape[0], -1)
-        return self._explain_rows(raw, target, beta, backward)
+        return self._explain_rows(raw, extremes, target, beta, backward)
 
-    def _explain_rows(self, raw: torch.Tensor, target, beta: float, backward=None):
+    def _explain_rows(self, raw: torch.Tensor, extremes: tuple, target, beta: float,
+                      backward=None):
         """NEON in row blocks of the (embedded) input; returns the numpy relevance.
 
         Each block is centred (the frame of :meth:`_inference_frame`), its label taken from
@@ -315,7 +316,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             target = torch.from_numpy(
                 check_target(target, n, self.n_clusters, None)).to(raw.device)
         with inference_threads(raw, self.n_clusters):
-            Xt, centers, _, shift = self._inference_frame(raw)
+            Xt, centers, _, shift = self._inference_frame(raw, extremes)
             # ~4 MB of float64 per block, so its few (rows, D) temporaries stay in cache
             # (MNIST 5000 x 784 on 2 cores: 42 ms with 668-row blocks, 61 ms with 167, 49 ms
             # with 1337); with a feature extractor, batch_size rows bound LRP's memory.
@@ -324,10 +325,14 @@ class ExplainableKMeans(BaseTorchKMeans):
             out = empty_output(raw, n, n_features)
             direct = backward is None and raw.device.type == "cpu"
             relevance = torch.from_numpy(out) if direct else None
+            # computed once, and one (rows, 2D) product buffer for every block
+            basis = midpoint_basis(centers)
+            workspace = Xt.new_empty(min(step, n), basis.shape[1])
             for rows, block in self._framed_chunks(Xt, shift, step):
                 part, _ = neon_relevance(block, centers,
                                          None if target is None else target[rows], beta,
-                                         out=relevance[rows] if direct else None)
+                                         out=relevance[rows] if direct else None,
+                                         basis=basis, workspace=workspace[: block.shape[0]])
                 if backward is not None:
                     part = backward(rows, part)
                 if not direct:

@@ -311,7 +311,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         ndarray of shape (n_samples, n_features)
             Same float dtype as X; 0 where the inverse warp leaves the sample.
         """
-        Xt, centers, geometry, shift = self._inference_frame(self._validated_tensor(X))
+        Xt, centers, geometry, shift = self._inference_frame(*self._validated_tensor(X))
         out = empty_output(Xt, *Xt.shape)
         for rows, x in self._framed_chunks(Xt, shift):
             out[rows] = geometry.aligned(x, geometry.assign(x, centers)).cpu().numpy()

@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 import torch
-from sklearn.utils import check_random_state
+from sklearn.utils import assert_all_finite, check_random_state
 
 __all__ = [
     "resolve_device",
@@ -22,6 +22,7 @@ __all__ = [
     "check_beta",
     "check_sample_weight",
     "check_magnitude",
+    "finite_extremes",
     "check_explainable_n_clusters",
     "check_init_array",
     "check_lrp_options",
@@ -212,18 +213,37 @@ def check_beta(beta, name: str = "beta") -> float:
     return beta
 
 
-def check_magnitude(X: torch.Tensor, name: str = "X", shift: torch.Tensor | None = None) -> None:
+def finite_extremes(X: torch.Tensor, estimator_name: str,
+                    input_name: str = "X") -> tuple[torch.Tensor, torch.Tensor]:
+    """Smallest and largest value of X in one pass, refusing NaN and infinity.
+
+    Stands in for the finiteness check of ``validate_data`` (called with
+    ``ensure_all_finite=False``) at the cost of one ``aminmax`` pass that
+    :func:`check_magnitude` reuses, instead of two passes over the input. NaN propagates
+    through ``aminmax``, so non-finite extremes are the only case to look into; then
+    scikit-learn's own check raises its usual message.
+    """
+    low, high = torch.aminmax(X)
+    if not (math.isfinite(float(low)) and math.isfinite(float(high))):
+        assert_all_finite(X.cpu().numpy(), estimator_name=estimator_name,
+                          input_name=input_name)
+    return low, high
+
+
+def check_magnitude(X: torch.Tensor, name: str = "X", shift: torch.Tensor | None = None,
+                    extremes: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
     """Refuse data whose squared distances would overflow the float type.
 
     Called on data already centred (or otherwise framed) for the computation, or on
     uncentred data with the ``shift`` of shape (n_features,) that centres them (then the
     check bounds ``|X - shift|`` by the extremes of X and of the shift: one pass over X,
-    no copy of it).
+    no copy of it). ``extremes``: ``(min, max)`` of X when already known (e.g. from
+    :func:`finite_extremes`), which saves the pass.
     """
     if X.numel() == 0:
         return
     finfo = torch.finfo(X.dtype)
-    low, high = torch.aminmax(X)  # one pass, no temporary
+    low, high = torch.aminmax(X) if extremes is None else extremes  # one pass
     bound = "="
     if shift is not None:  # |x_ij - s_j| <= max(high - min s, max s - low): an upper bound
         s_low, s_high = torch.aminmax(shift)

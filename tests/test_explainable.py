@@ -8,6 +8,7 @@ import torch
 from sklearn.base import clone
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits, make_blobs
+from sklearn.utils import check_array
 
 from skxclust import ExplainableKMeans
 
@@ -225,6 +226,30 @@ def test_explain_is_independent_of_batch_size(digits):
     big = ExplainableKMeans(n_clusters=6, random_state=0, device="cpu").fit(X)
     small = ExplainableKMeans(n_clusters=6, random_state=0, batch_size=7, device="cpu").fit(X)
     np.testing.assert_allclose(small.explain(X), big.explain(X), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("method", ["predict", "transform", "decision_function",
+                                    "predict_proba", "score"])
+def test_inference_is_independent_of_batch_size(digits, method):
+    # 7-row blocks: many shifted blocks through one reused buffer, and a short last one
+    X, _ = digits
+    big = ExplainableKMeans(n_clusters=6, random_state=0, device="cpu").fit(X)
+    small = clone(big).set_params(batch_size=7).fit(X)
+    np.testing.assert_allclose(getattr(small, method)(X[:300]), getattr(big, method)(X[:300]),
+                               rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_inference_refuses_non_finite_x_with_scikit_learns_exact_message(fitted_digits,
+                                                                         digits, bad):
+    X = digits[0][:20].copy()
+    X[3, 5] = bad
+    with pytest.raises(ValueError) as expected:
+        check_array(X, estimator=fitted_digits, input_name="X")
+    for method in ("predict", "transform", "explain", "score"):
+        with pytest.raises(ValueError) as got:
+            getattr(fitted_digits, method)(X)
+        assert str(got.value) == str(expected.value), method
 
 
 def test_stiff_beta_gives_relevance_of_the_nearest_competitor_only(fitted_blobs, blobs):

@@ -14,6 +14,7 @@ from skxclust.nn import (
     SoftKMeans,
     cluster_evidence,
     competitor_index,
+    midpoint_basis,
     neon_relevance,
     neuralize,
     neuralized_head,
@@ -87,6 +88,17 @@ def test_neon_with_per_sample_centroids_equals_shared_centroids(beta):
     torch.testing.assert_close(shared, per_sample)
     torch.testing.assert_close(f1, f2)
     torch.testing.assert_close(shared.sum(1), f1, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, float("inf")])
+def test_neon_with_precomputed_basis_and_workspace_is_bitwise_the_same(beta):
+    target = torch.arange(30) % 4
+    plain, f1 = neon_relevance(X, CENTERS, target, beta)
+    workspace = torch.full((30, 10), float("nan"), dtype=torch.float64)
+    reused, f2 = neon_relevance(X, CENTERS, target, beta, basis=midpoint_basis(CENTERS),
+                                workspace=workspace)
+    assert torch.equal(plain, reused) and torch.equal(f1, f2)
+    assert not workspace.isnan().any()  # the product went into the buffer
 
 
 def test_distance_layer_gives_squared_distances():

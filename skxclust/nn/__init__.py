@@ -9,6 +9,7 @@ the batched warp optimisation of ST K-means (:mod:`skxclust.nn.align`) likewise.
 from .align import optimize_pairs, optimize_warps, pair_losses, solve_centroids
 from .canonizers import NeuralizingCanonizer
 from .lrp import (
+    midpoint_basis,
     midpoint_relevance,
     neon_relevance,
     root_point_relevance,
@@ -58,6 +59,7 @@ __all__ = [
     "SoftKMeans",
     "cluster_evidence",
     "competitor_index",
+    "midpoint_basis",
     "midpoint_relevance",
     "neon_relevance",
     "neuralize",

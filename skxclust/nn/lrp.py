@@ -25,6 +25,7 @@ import math
 import torch
 
 __all__ = [
+    "midpoint_basis",
     "softmin_redistribution",
     "midpoint_relevance",
     "neon_relevance",
@@ -92,6 +93,16 @@ def softmin_redistribution(
     return weights.mul_(f[:, None]), f
 
 
+def midpoint_basis(centers: torch.Tensor) -> torch.Tensor:
+    """``[2 mu, -mu**2]``, shape (K, 2D): the matrix of the midpoint rule's one product.
+
+    For shared centroids of shape (K, D). Compute it once and pass it to
+    :func:`neon_relevance` (``basis=``) when explaining many blocks of rows with the same
+    centroids.
+    """
+    return torch.cat([2.0 * centers, -(centers * centers)], dim=1)
+
+
 def midpoint_relevance(
     x: torch.Tensor,
     centers: torch.Tensor,
@@ -101,6 +112,8 @@ def midpoint_relevance(
     eps: float = 1e-12,
     offset: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
+    basis: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Midpoint rule: propagate competitor relevance onto the input features.
 
@@ -127,6 +140,10 @@ def midpoint_relevance(
     out : Tensor of shape (B, D), optional
         Written with the result when the centroids are shared and there is no offset
         (then no other (B, D) temporary than one (B, 2D) product is made).
+    basis : Tensor of shape (K, 2D), optional
+        :func:`midpoint_basis` of shared ``centers``, when already computed.
+    workspace : Tensor of shape (B, 2D), optional
+        Receives that (B, 2D) product for shared centroids (no new allocation per call).
 
     Returns
     -------
@@ -142,7 +159,9 @@ def midpoint_relevance(
     if centers.dim() == 2:
         # one product with [2 mu, -mu^2] (K, 2D), then R = x * P1 + P2 in one pass
         n_features = centers.shape[1]
-        products = coef @ torch.cat([2.0 * centers, -(centers * centers)], dim=1)
+        if basis is None:
+            basis = midpoint_basis(centers)
+        products = torch.mm(coef, basis, out=workspace)
         relevance = torch.addcmul(products[:, n_features:], x, products[:, :n_features],
                                   out=out if offset is None else None)
     else:
@@ -180,6 +199,8 @@ def neon_relevance(
     eps: float = 1e-12,
     offset: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
+    basis: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """NEON explanation of the k-means evidence for ``target``.
 
@@ -198,6 +219,9 @@ def neon_relevance(
         Additive term of each squared distance, ``d_k = ||x - mu_k||^2 + offset_k``.
     out : Tensor of shape (B, D), optional
         Receives the relevance (see :func:`midpoint_relevance`).
+    basis, workspace : Tensor, optional
+        For shared centroids: :func:`midpoint_basis` of ``centers`` and a (B, 2D) buffer
+        (see :func:`midpoint_relevance`), to reuse over many blocks of rows.
 
     Returns
     -------
@@ -219,7 +243,9 @@ def neon_relevance(
     # h_ck = 2 x.(mu_c - mu_k) - (||mu_c||^2 - ||mu_k||^2): the linear form itself, so
     # that the midpoint rule conserves to rounding (no ||x||^2 cancellation).
     if centers.dim() == 2:
-        g = torch.addmm((centers * centers).sum(dim=1), x, centers.T, beta=-1.0, alpha=2.0)
+        sq_norms = (centers * centers).sum(dim=1) if basis is None else \
+            -basis[:, centers.shape[1]:].sum(dim=1)
+        g = torch.addmm(sq_norms, x, centers.T, beta=-1.0, alpha=2.0)
     else:
         g = 2.0 * torch.einsum("bd,bkd->bk", x, centers) - (centers * centers).sum(dim=-1)
     # g_k = 2 x.mu_k - ||mu_k||^2 = ||x||^2 - d_k, so h_ck = g_c - g_k.
@@ -230,7 +256,7 @@ def neon_relevance(
     h = g.gather(1, target[:, None]) - g
     r_comp, f = softmin_redistribution(h, target, beta)
     relevance = midpoint_relevance(x, centers, target, h, r_comp, eps=eps, offset=offset,
-                                   out=out)
+                                   out=out, basis=basis, workspace=workspace)
     return relevance, f
 
 
