@@ -16,7 +16,8 @@ Both estimators drive :func:`lloyd` with a *geometry* object that knows how to m
     True when ``assign`` and ``update`` also accept centroids of shape (R, K, D) — R
     independent restarts — returning labels and distances of shape (R, n) and weights of
     shape (R, K). :func:`lloyd` then runs all restarts together, so each pass over X
-    serves every restart; other geometries run their restarts one after another.
+    serves every restart (in two groups on two threads when the loop is serial, see
+    :func:`lloyd`); other geometries run their restarts one after another.
 
 :class:`EuclideanGeometry` is plain k-means; ST K-means plugs in a warping geometry.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import torch
@@ -80,7 +82,8 @@ class EuclideanGeometry:
     share every pass over X (one matrix product against all R * K centroids). The squared
     row norms of X and whether the sample weights are all one are computed once per data
     tensor and reused by every iteration and restart (the cache is keyed on the tensor
-    object and its version counter, so in-place changes invalidate it).
+    object and its version counter, so in-place changes invalidate it). A cached value
+    depends only on its tensor, so concurrent loops (see :func:`lloyd`) share one geometry.
 
     Parameters
     ----------
@@ -418,12 +421,42 @@ def lloyd(
     if history is not None and centers.shape[0] != 1:
         raise ValueError("lloyd records a history for a single run only.")
     hint = getattr(geometry, "lloyd_threads", None)
-    with torch_threads(None if hint is None else hint(X, centers)):
-        if getattr(geometry, "batched_restarts", False):
+    threads = None if hint is None else hint(X, centers)
+    batched = getattr(geometry, "batched_restarts", False)
+    if batched and threads == 1 and centers.shape[0] > 1 and X.device.type == "cpu":
+        return _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol,
+                                    verbose)
+    with torch_threads(threads):
+        if batched:
             return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
         runs = [_lloyd(X, c[None], _OneRestart(geometry), sample_weight, max_iter, tol,
                        verbose, history) for c in centers]
         return tuple(torch.cat(parts) for parts in zip(*runs))
+
+
+def _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol, verbose):
+    """Batched restarts of a serial loop as two groups, on two threads when torch has them.
+
+    A loop too small for torch's intra-op threads (see :mod:`skxclust._threads`) still
+    gets a second core this way: each group runs the single-threaded loop on its half of
+    the restarts, and torch releases the GIL inside its ops. Digits with 10 restarts on an
+    idle 2-core machine: fit 0.88-0.93x scikit-learn's time, against 1.0-1.3x for one
+    group. The groups depend only on the number of restarts, never on the threads, so the
+    results are the same with one thread (groups run one after the other) or two.
+    """
+    half = (centers.shape[0] + 1) // 2
+
+    def run(group):
+        with torch_threads(1):
+            return _lloyd(X, group, geometry, sample_weight, max_iter, tol, verbose, None)
+
+    groups = (centers[:half], centers[half:])
+    if torch.get_num_threads() > 1 and not verbose:  # verbose: keep the lines in order
+        with ThreadPoolExecutor(2, thread_name_prefix="skxclust-lloyd") as pool:
+            runs = list(pool.map(run, groups))
+    else:
+        runs = [run(group) for group in groups]
+    return tuple(torch.cat(parts) for parts in zip(*runs))
 
 
 def relocate_empty(centers, weight, farthest_rows) -> None:

@@ -72,6 +72,28 @@ def test_batched_restarts_match_one_run_at_a_time(digits_t, weighted, batch_size
     assert best[1] == pytest.approx(float(inertia.min()))
 
 
+@pytest.mark.parametrize("n_restarts", [2, 5])
+def test_serial_restart_groups_give_the_same_fit_on_one_thread_two_threads_and_verbose(
+        digits_t, n_restarts, capsys):
+    # digits-sized restarts run as two groups: on two threads in parallel, else in turn
+    sw = torch.ones(digits_t.shape[0], dtype=digits_t.dtype)
+    inits = kmeans_plusplus_restarts(digits_t, 8, sw, _generators(range(n_restarts)))
+    assert EuclideanGeometry().lloyd_threads(digits_t, inits) == 1
+    saved = torch.get_num_threads()
+    runs = []
+    try:
+        for threads, verbose in [(2, 0), (1, 0), (2, 1)]:
+            torch.set_num_threads(threads)
+            runs.append(lloyd(digits_t, inits, EuclideanGeometry(), sw, 100, 1e-6, verbose))
+    finally:
+        torch.set_num_threads(saved)
+    assert torch.get_num_threads() == saved
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert torch.equal(a, b)
+    assert "Converged" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("restarts", [1, 4])
 def test_float32_screening_gives_the_float64_labels(digits_t, restarts):
     # Integer-valued digits make exact ties between centroids common: the screening must
