@@ -331,7 +331,8 @@ def test_as_module_rejects_unknown_kind(fitted_blobs):
 
 
 def test_explain_default_target_is_the_predicted_cluster(fitted_digits, digits):
+    # equal up to rounding: the default target takes a shorter path to the same numbers
     X, _ = digits
-    np.testing.assert_array_equal(
-        fitted_digits.explain(X), fitted_digits.explain(X, target=fitted_digits.predict(X))
-    )
+    np.testing.assert_allclose(
+        fitted_digits.explain(X), fitted_digits.explain(X, target=fitted_digits.predict(X)),
+        rtol=1e-12, atol=1e-12)

@@ -101,6 +101,19 @@ def test_neon_with_precomputed_basis_and_workspace_is_bitwise_the_same(beta):
     assert not workspace.isnan().any()  # the product went into the buffer
 
 
+@pytest.mark.parametrize("beta", [0.0, 1e-3, 1.0, 50.0, float("inf")])
+def test_neon_for_the_nearest_cluster_equals_neon_for_the_argmax_target(beta):
+    # rows 0-1 sit on a tie between two centroids (f = 0), row 2 on a centroid
+    x = torch.cat([((CENTERS[0] + CENTERS[1]) / 2).expand(2, -1), CENTERS[2:3], X])
+    g = 2.0 * x @ CENTERS.T - (CENTERS * CENTERS).sum(1)
+    R_none, f_none = neon_relevance(x, CENTERS, None, beta)
+    R_target, f_target = neon_relevance(x, CENTERS, g.argmax(1), beta)
+    torch.testing.assert_close(R_none, R_target, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(f_none, f_target, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(R_none.sum(1), f_none, rtol=1e-10, atol=1e-10)
+    assert torch.all(f_none >= 0) and torch.isfinite(R_none).all()
+
+
 def test_distance_layer_gives_squared_distances():
     torch.testing.assert_close(PairwiseSquaredDistance(CENTERS)(X), squared_distances(X, CENTERS))
 

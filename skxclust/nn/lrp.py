@@ -103,6 +103,48 @@ def midpoint_basis(centers: torch.Tensor) -> torch.Tensor:
     return torch.cat([2.0 * centers, -(centers * centers)], dim=1)
 
 
+def _relevance_from_coefficients(x, centers, coef, basis=None, workspace=None, out=None):
+    """``R = 2 x * (coef @ mu) - coef @ mu**2``, shape (B, D): the midpoint rule once the
+    coefficients ``coef = a_sum * onehot(c) - a`` (B, K) are known.
+
+    Shared centroids take one product with :func:`midpoint_basis` (into ``workspace``)
+    and one pass ``R = x * P1 + P2`` (into ``out``); per-row centroids (B, K, D) take two
+    batched contractions.
+    """
+    if centers.dim() == 3:
+        return (2.0 * x * torch.einsum("bk,bkd->bd", coef, centers)
+                - torch.einsum("bk,bkd->bd", coef, centers * centers))
+    n_features = centers.shape[1]
+    if basis is None:
+        basis = midpoint_basis(centers)
+    products = torch.mm(coef, basis, out=workspace)
+    return torch.addcmul(products[:, n_features:], x, products[:, :n_features], out=out)
+
+
+def _nearest_cluster_coefficients(g: torch.Tensor, beta: float, eps: float):
+    """Target, midpoint coefficients (B, K) and evidence (B,) for the nearest cluster.
+
+    The common case of :func:`neon_relevance` (``target=None``, no offset, ``0 < beta <
+    inf``) in fewer passes over (B, K) than :func:`softmin_redistribution` followed by
+    the general guard of :func:`midpoint_relevance`, with the same values up to rounding:
+    with ``c = argmax_k g_k``, ``h_ck = g_c - g_k >= 0`` and ``f = g_c - g_second``, the
+    soft-min weights are ``exp(beta (g_k - g_second))`` (largest 1, 0 for ``c``), and the
+    sign-aware floor of ``|h_ck|`` reduces to ``max(h_ck, floor)``.
+    """
+    column = g.argmax(dim=1, keepdim=True)  # the first maximum, as in predict
+    best = g.gather(1, column)
+    competitors = g.scatter(1, column, -math.inf)
+    second = competitors.amax(dim=1, keepdim=True)
+    f = best - second
+    relevance = torch.sub(competitors, second).mul_(beta).exp_()  # R_k, target column 0
+    relevance.mul_(f / relevance.sum(dim=1, keepdim=True))
+    h = best - g
+    floor = h.amax(dim=1, keepdim=True).mul_(eps).clamp_min_(torch.finfo(h.dtype).tiny)
+    a = relevance.div_(torch.maximum(h, floor))  # R_k / h_ck
+    coef = torch.neg(a).scatter_add_(1, column, a.sum(dim=1, keepdim=True))
+    return column[:, 0], coef, f[:, 0]
+
+
 def midpoint_relevance(
     x: torch.Tensor,
     centers: torch.Tensor,
@@ -156,17 +198,8 @@ def midpoint_relevance(
     # sum_k a_k (mu_c - mu_k) = sum_j coef_j mu_j with coef = a_sum * onehot(c) - a: two
     # matrix products and two passes over (B, D), nothing of shape (B, K-1, D).
     coef = torch.neg(a).scatter_add_(1, column, a_sum)
-    if centers.dim() == 2:
-        # one product with [2 mu, -mu^2] (K, 2D), then R = x * P1 + P2 in one pass
-        n_features = centers.shape[1]
-        if basis is None:
-            basis = midpoint_basis(centers)
-        products = torch.mm(coef, basis, out=workspace)
-        relevance = torch.addcmul(products[:, n_features:], x, products[:, :n_features],
-                                  out=out if offset is None else None)
-    else:
-        relevance = (2.0 * x * torch.einsum("bk,bkd->bd", coef, centers)
-                     - torch.einsum("bk,bkd->bd", coef, centers * centers))
+    relevance = _relevance_from_coefficients(x, centers, coef, basis, workspace,
+                                             out if offset is None else None)
     if offset is None:
         return relevance
     if centers.dim() == 2:
@@ -251,6 +284,9 @@ def neon_relevance(
     # g_k = 2 x.mu_k - ||mu_k||^2 = ||x||^2 - d_k, so h_ck = g_c - g_k.
     if offset is not None:
         g = g - offset
+    if target is None and offset is None and 0.0 < beta < math.inf:
+        target, coef, f = _nearest_cluster_coefficients(g, beta, eps)
+        return _relevance_from_coefficients(x, centers, coef, basis, workspace, out), f
     if target is None:
         target = g.argmax(dim=1)
     h = g.gather(1, target[:, None]) - g
