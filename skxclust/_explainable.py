@@ -60,7 +60,9 @@ class ExplainableKMeans(BaseTorchKMeans):
         every pass over X (one matrix product against all restarts' centroids, and the
         centroid sums) serves all restarts still iterating, so ``n_init=10`` costs far
         less than ten fits. Each restart converges on its own, with the seeding and
-        stopping rule it would have alone.
+        stopping rule it would have alone. On the CPU, a fit too small for torch's
+        intra-op threads runs its restarts in two groups on two Python threads (one torch
+        thread each) when torch has two threads or more; the result does not depend on it.
     max_iter : int, default=300
         Maximum number of Lloyd iterations per init.
     tol : float, default=1e-4
