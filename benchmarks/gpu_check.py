@@ -11,7 +11,11 @@
    labels of one model predicted on either device; that ``explain`` on the GPU conserves
    (rows sum to the explained evidence); and that the GPU-fitted models unpickle and predict
    in a fresh process where CUDA is hidden (``CUDA_VISIBLE_DEVICES=""``);
-4. writes the figures, the checks and the machine to the JSON file.
+4. measures the speed targets of ``bench_explainable`` with ``explain`` on the device, in
+   float64 as there: ``explain`` time / ``predict`` time, and the per-sample NEON loop
+   (numpy, on the CPU, 300 images) time / ``explain`` time per sample (reported with their
+   targets, not counted as checks);
+5. writes the figures, the checks and the machine to the JSON file.
 
 Without CUDA it prints that it was skipped, writes nothing and exits 0. ``--dry-run`` runs
 the whole sequence on small data (MNIST 1000 / 200 images, ``max_iter=2``) with the CPU
@@ -201,6 +205,29 @@ def compare(kind: str, X: np.ndarray, target: str, mode: str) -> dict:
     }
 
 
+def explain_targets(X: np.ndarray, target: str, n_loop: int) -> dict:
+    """``bench_explainable``'s explain targets with ``explain`` on ``target`` (float64)."""
+    from benchmarks.bench_explainable import TARGETS, neon_loop
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    est = ExplainableKMeans(n_clusters=10, n_init=10, random_state=0, device=target).fit(X)
+    est.explain(X[:100])  # warm-up
+    explain_s = min(_timed(lambda: est.explain(X))[1] for _ in range(5))
+    predict_s = min(_timed(lambda: est.predict(X))[1] for _ in range(5))
+    subset = X[np.random.default_rng(0).choice(len(X), size=min(n_loop, len(X)),
+                                               replace=False)]
+    reference, loop_s = _timed(lambda: neon_loop(subset, est.cluster_centers_, est.beta_))
+    loop_per_sample = loop_s / len(subset)
+    speedup = loop_per_sample / (explain_s / len(X))
+    ratio = explain_s / predict_s
+    return {"n_samples": int(len(X)), "explain_seconds": explain_s,
+            "predict_seconds": predict_s, "explain_vs_predict": ratio,
+            "explain_vs_predict_met": bool(ratio <= TARGETS["explain_vs_predict"]),
+            "loop_per_sample_seconds": loop_per_sample, "loop_speedup": speedup,
+            "loop_speedup_met": bool(speedup >= TARGETS["loop_speedup"]),
+            "max_abs_diff_vs_loop": float(np.abs(est.explain(subset) - reference).max())}
+
+
 def checks_of(result: dict) -> dict:
     """Named pass/fail checks of a run."""
     checks = {}
@@ -277,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         X = X_all if n == len(X_all) else stratified_subset(X_all, y_all, n, random_state=0)[0]
         print(f"{kind}: {n} MNIST images, cpu vs {target}", flush=True)
         result[kind] = compare(kind, np.ascontiguousarray(X, dtype=np.float32), target, mode)
+        if kind == "explainable":
+            X_explainable = X
+    print(f"explain targets of bench_explainable on {target} (float64) ...", flush=True)
+    result["explain_targets_float64"] = explain_targets(X_explainable, target,
+                                                        n_loop=50 if args.dry_run else 300)
     result["checks"] = checks_of(result)
     result["summary"] = summary_rows(result)
     result["seconds"] = time.perf_counter() - start
@@ -287,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind}: speedup fit {r['speedup']['fit']:.1f}x, predict "
               f"{r['speedup']['predict']:.1f}x, explain {r['speedup']['explain']:.1f}x; "
               f"fit ARI {r['fit_labels_ari_cpu_vs_device']:.3f}")
+    t = result["explain_targets_float64"]
+    print(f"explain on {target} (float64): explain/predict {t['explain_vs_predict']:.2f}x "
+          f"(target <= 3), per-sample loop / explain {t['loop_speedup']:.0f}x (target >= 100)")
     print(f"checks: {len(result['checks']) - len(failed)}/{len(result['checks'])} passed"
           + (f"; failed: {', '.join(failed)}" if failed else "")
           + f" ({result['seconds']:.0f} s)")

@@ -65,3 +65,14 @@ def test_summary_has_one_row_per_estimator_with_both_devices():
     rows = gpu_check.summary_rows(result)
     assert [r["estimator"] for r in rows] == ["explainable", "st"]
     assert rows[0]["fit s (cpu / device)"] == "2 / 1" and rows[0]["checks"] is True
+
+
+def test_explain_targets_compare_explain_with_the_per_sample_loop_on_the_device():
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data[:300]
+    targets = gpu_check.explain_targets(X, "cpu", n_loop=20)
+    assert targets["n_samples"] == 300
+    assert targets["max_abs_diff_vs_loop"] < 1e-9  # the same relevance as the loop
+    assert targets["loop_speedup"] > 0 and targets["explain_vs_predict"] > 0
+    assert targets["loop_speedup_met"] == (targets["loop_speedup"] >= 100)
