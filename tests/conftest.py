@@ -42,4 +42,15 @@ def import_zennit():
             sys.modules.pop(name, None)
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a whole test module (tiny problems run faster on one), then
+    the setting as it was. Modules opt in with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

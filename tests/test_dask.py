@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 from sklearn.datasets import load_digits, make_blobs
 
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans
@@ -22,13 +21,8 @@ ST_FAST = dict(n_steps=4, max_iter=4, n_landmarks=4, update_steps=3)
 ROW_CHUNKS = 37  # blocks of unequal size (the last is shorter)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny problems run faster on one thread; restore the setting afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny problems run faster on one thread (see conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # distributed's default MALLOC_TRIM_THRESHOLD_ can make torch's temporaries slower in the

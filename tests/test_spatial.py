@@ -23,13 +23,8 @@ FAST = dict(n_steps=3, max_iter=5, n_landmarks=4)
 SIDE = 10
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny problems run faster on one thread; restore the setting afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny problems run faster on one thread (see conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def template_images(side=SIDE):

@@ -6,7 +6,6 @@ import pickle
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import torch
 from sklearn.cluster import MiniBatchKMeans
 from sklearn.datasets import load_digits, make_blobs
 
@@ -16,13 +15,8 @@ ST_FAST = dict(n_steps=3, max_iter=4, n_landmarks=4, update_steps=3)
 CHUNKS = 6
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny problems run faster on one thread; restore the setting afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny problems run faster on one thread (see conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def blobs(n=240, n_features=16, seed=0):
