@@ -41,6 +41,7 @@ if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` packag
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # noqa: E402
@@ -55,6 +56,7 @@ from benchmarks._common import (  # noqa: E402
 )
 from skxclust import ExplainableKMeans  # noqa: E402
 from skxclust.metrics import clustering_accuracy  # noqa: E402
+from skxclust.nn import midpoint_basis  # noqa: E402
 
 NAME = "explainable"
 N_CLUSTERS = 10
@@ -216,13 +218,11 @@ def bench_product_floor(model: ExplainableKMeans, X, repeats: int) -> dict:
     output cost alone, per sample: preallocated buffers, no validation, no soft-min, the
     best of a few block sizes. A bound on what any implementation on torch's CPU kernels
     can reach (the loop speed-up can be no better than loop time / this)."""
-    import torch
-
     Xt = torch.from_numpy(np.ascontiguousarray(X))
     centers = torch.from_numpy(model.cluster_centers_)
     n, d = Xt.shape
     k = centers.shape[0]
-    basis = torch.cat([2.0 * centers, -(centers * centers)], dim=1)
+    basis = midpoint_basis(centers)
     sq_norms = (centers * centers).sum(dim=1)
     coef = torch.rand(n, k, dtype=Xt.dtype, generator=torch.Generator().manual_seed(0))
     out = torch.empty_like(Xt)

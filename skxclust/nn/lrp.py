@@ -122,7 +122,7 @@ def _relevance_from_coefficients(x, centers, coef, basis=None, workspace=None, o
 
 
 def _nearest_cluster_coefficients(g: torch.Tensor, beta: float, eps: float):
-    """Target, midpoint coefficients (B, K) and evidence (B,) for the nearest cluster.
+    """Midpoint coefficients (B, K) and evidence (B,) for the nearest cluster.
 
     The common case of :func:`neon_relevance` (``target=None``, no offset, ``0 < beta <
     inf``) in fewer passes over (B, K) than :func:`softmin_redistribution` followed by
@@ -142,7 +142,7 @@ def _nearest_cluster_coefficients(g: torch.Tensor, beta: float, eps: float):
     floor = h.amax(dim=1, keepdim=True).mul_(eps).clamp_min_(torch.finfo(h.dtype).tiny)
     a = relevance.div_(torch.maximum(h, floor))  # R_k / h_ck
     coef = torch.neg(a).scatter_add_(1, column, a.sum(dim=1, keepdim=True))
-    return column[:, 0], coef, f[:, 0]
+    return coef, f[:, 0]
 
 
 def midpoint_relevance(
@@ -285,7 +285,7 @@ def neon_relevance(
     if offset is not None:
         g = g - offset
     if target is None and offset is None and 0.0 < beta < math.inf:
-        target, coef, f = _nearest_cluster_coefficients(g, beta, eps)
+        coef, f = _nearest_cluster_coefficients(g, beta, eps)
         return _relevance_from_coefficients(x, centers, coef, basis, workspace, out), f
     if target is None:
         target = g.argmax(dim=1)
