@@ -418,8 +418,13 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
             d = np.empty(Xt.shape[0], dtype=np.float64)
             for rows, x in self._framed_chunks(Xt, shift):
-                d[rows] = geometry.assign(x, centers).distances.cpu().to(torch.float64).numpy()
-        return -float(torch.from_numpy(d) @ torch.from_numpy(sw))
+                d[rows] = self._row_scores(geometry, x, centers).cpu().to(torch.float64).numpy()
+        return float(torch.from_numpy(d) @ torch.from_numpy(sw))
+
+    def _row_scores(self, geometry, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
+        """What :meth:`score` sums per row (with the sample weights): minus the distance
+        to the nearest centroid."""
+        return -geometry.assign(X, centers).distances
 
     def __getstate__(self):
         """Pickled state with every torch module or tensor moved to the CPU.

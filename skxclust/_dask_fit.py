@@ -110,7 +110,7 @@ def _merge_moments(a, b):
             "lo": torch.minimum(a["lo"], b["lo"]), "hi": torch.maximum(a["hi"], b["hi"])}
 
 
-def _assign_restarts(geometry, X, sw, centers, previous):
+def _assign_restarts(geometry, X, sw, centers):
     """Assignments and partial sums of every restart: (labels (R, n), distances (R, n),
     states, sums, weights), batched when the geometry takes restarts at once."""
     if getattr(geometry, "batched_restarts", False):
@@ -119,8 +119,6 @@ def _assign_restarts(geometry, X, sw, centers, previous):
         return a.labels, a.distances, [None] * centers.shape[0], sums, weight
     out = []
     for r in range(centers.shape[0]):
-        if previous is not None and hasattr(geometry, "remember"):
-            geometry.remember(X, previous[0][r], previous[1][r])
         a = geometry.assign(X, centers[r])
         out.append((a.labels, a.distances, a.state,
                     *geometry.partial_sums(X, centers[r], a, sw)))
@@ -140,19 +138,16 @@ def _lloyd_block(x, w, prev, centers, running, offset, frame):
     geometry = frame.geometry()
     c = torch.as_tensor(centers, device=X.device)
     n_clusters, n_rows = c.shape[1], X.shape[0]
-    previous = None
-    if prev is not None:
-        previous = (prev["labels"][running], [prev["states"][r] for r in running])
     hint = getattr(geometry, "lloyd_threads", None)
     with torch_threads(None if hint is None else hint(X, c[0])):
-        labels, dists, states, sums, weight = _assign_restarts(geometry, X, sw, c, previous)
+        labels, dists, states, sums, weight = _assign_restarts(geometry, X, sw, c)
     n_run = len(running)
     if prev is None:
         result = {"labels": labels, "states": states}
         changed = torch.full((n_run,), n_rows, dtype=torch.long)
     else:
         result = {"labels": prev["labels"].clone(), "states": list(prev["states"])}
-        changed = (labels != previous[0]).sum(dim=1).cpu()
+        changed = (labels != prev["labels"][running]).sum(dim=1).cpu()
         result["labels"][running] = labels
         for i, r in enumerate(running):
             result["states"][r] = states[i]

@@ -180,6 +180,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "n_steps": [Interval(Integral, 0, None, closed="left")],
         "warp_penalty": [Interval(Real, 0, None, closed="left")],
+        "affine_penalty": [Interval(Real, 0, None, closed="left")],
+        "affine_steps": [Interval(Integral, 0, None, closed="left")],
+        "screen_steps": [Interval(Integral, 0, None, closed="left")],
         "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
         "update_steps": [Interval(Integral, 0, None, closed="left")],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
@@ -194,8 +197,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         warp="tps",
         n_landmarks=16,
         learning_rate=0.01,
-        n_steps=40,
-        warp_penalty=1e-3,
+        n_steps=10,
+        affine_steps=5,
+        screen_steps=3,
+        warp_penalty=1.0,
+        affine_penalty=1.0,
         n_candidates=3,
         update_steps=10,
         init="k-means+merge",
@@ -214,7 +220,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         self.n_landmarks = n_landmarks
         self.learning_rate = learning_rate
         self.n_steps = n_steps
+        self.affine_steps = affine_steps
+        self.screen_steps = screen_steps
         self.warp_penalty = warp_penalty
+        self.affine_penalty = affine_penalty
         self.n_candidates = n_candidates
         self.update_steps = update_steps
         self.init = init
@@ -236,7 +245,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         return WarpGeometry(
             resolve_image_shape(self.image_shape, n_features),
             n_landmarks=self.n_landmarks, transform=self.warp, n_steps=self.n_steps,
-            learning_rate=self.learning_rate, warp_penalty=self.warp_penalty,
+            learning_rate=self.learning_rate,
+            affine_steps=self.affine_steps, screen_steps=self.screen_steps,
+            warp_penalty=self.warp_penalty, affine_penalty=self.affine_penalty,
             n_candidates=self.n_candidates, update_steps=self.update_steps,
             batch_size=self.batch_size, verbose=self.verbose,
         )
@@ -280,7 +291,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
 
     def _after_fit(self, X, labels, centers) -> None:
         self.image_shape_ = resolve_image_shape(self.image_shape, X.shape[1])
-        self.beta_ = self._resolve_beta(X, labels, centers, self._make_geometry(X.shape[1]))
+        self._fit_statistics(X, centers, self._make_geometry(X.shape[1]))
 
     def _after_partial_fit(self, X, centers, geometry):
         """One alignment pass of the chunk: its labels, distances and ``beta_`` (from all
@@ -289,8 +300,12 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         losses = torch.cat([losses for _, losses, _ in
                             self._warped_evidence_chunks(X, centers, geometry)])
         distances, labels = losses.min(dim=1)
-        self.beta_ = self._beta_from_losses(losses)
+        self._set_fit_statistics(losses, X.shape[1])
         return Assignment(labels, distances)
+
+    def _row_scores(self, geometry, X, centers):
+        """Laplace log-evidence of each row (see :meth:`score`)."""
+        return geometry.log_evidence(X, centers, self.noise_variance_)
 
     # -- inspection ----------------------------------------------------------------------
     @blockwise("features")

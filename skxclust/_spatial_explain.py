@@ -52,7 +52,8 @@ class WarpExplanationMixin:
             yield sl, losses, warps
 
     def _after_fit_rows(self, n_samples: int) -> np.ndarray:
-        """The training rows ``beta="auto"`` is estimated on: up to 512, evenly spaced."""
+        """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,
+        evenly spaced."""
         return np.unique(np.linspace(0, n_samples - 1, _BETA_SAMPLE).astype(np.int64))
 
     def _beta_from_losses(self, losses: torch.Tensor) -> float:
@@ -63,12 +64,19 @@ class WarpExplanationMixin:
             return 0.0
         return auto_beta(cluster_evidence(losses).max(dim=1).values)
 
-    def _resolve_beta(self, Xt, labels, centers, geometry) -> float:
-        if self.beta != "auto" or centers.shape[0] < 2:
-            return self._beta_from_losses(centers.new_empty(0, centers.shape[0]))
+    def _set_fit_statistics(self, losses: torch.Tensor, n_features: int) -> None:
+        """``beta_`` and ``noise_variance_`` from the warped losses (n, K) of some training
+        rows: the pixel noise variance is the mean nearest energy per pixel."""
+        self.beta_ = self._beta_from_losses(losses)
+        nearest = losses.min(dim=1).values.to(torch.float64)
+        self.noise_variance_ = max(float(nearest.mean()) / n_features, 1e-300)
+
+    def _fit_statistics(self, Xt, centers, geometry) -> None:
+        """:meth:`_set_fit_statistics` on up to 512 evenly spaced training rows."""
         sub = Xt[torch.from_numpy(self._after_fit_rows(Xt.shape[0])).to(Xt.device)]
-        return self._beta_from_losses(torch.cat(
-            [losses for _, losses, _ in self._warped_evidence_chunks(sub, centers, geometry)]))
+        self._set_fit_statistics(torch.cat(
+            [losses for _, losses, _ in self._warped_evidence_chunks(sub, centers, geometry)]),
+            Xt.shape[1])
 
     @blockwise("clusters")
     def decision_function(self, X):

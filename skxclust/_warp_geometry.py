@@ -26,10 +26,9 @@ from .nn.align import (
     adjoint_sums,
     covered,
     normal_sums,
-    optimize_pairs,
-    optimize_warps,
     solve_normal_equations,
 )
+from .nn.warp_solver import fit_warps, warp_log_volume
 from .nn.warps import make_warp_model, unwarp_images
 
 __all__ = ["WarpGeometry", "euclidean_kmeans", "resolve_image_shape", "ward_merge"]
@@ -141,19 +140,23 @@ class WarpGeometry:
     serial_below = 2**17
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
-                 warp_penalty, n_candidates, update_steps, batch_size, verbose=0):
+                 affine_steps,
+                 screen_steps, warp_penalty, affine_penalty, n_candidates, update_steps,
+                 batch_size, verbose=0):
         self.image_shape = image_shape
         self.n_landmarks = n_landmarks
         self.transform = transform
         self.n_steps = n_steps
         self.learning_rate = learning_rate
+        self.affine_steps = affine_steps
+        self.screen_steps = screen_steps
         self.warp_penalty = warp_penalty
+        self.affine_penalty = affine_penalty
         self.n_candidates = n_candidates
         self.update_steps = update_steps
         self.batch_size = batch_size
         self.verbose = verbose
         self._models: dict = {}
-        self._memory = None  # (X, X._version, labels, params) of the last assignment
 
     def model(self, X: torch.Tensor):
         """The warp model for the dtype and device of ``X`` (built once)."""
@@ -164,17 +167,19 @@ class WarpGeometry:
             )
         return self._models[key]
 
-    def _penalty(self, Xc: torch.Tensor) -> torch.Tensor:
+    @staticmethod
+    def _contrast(Xc: torch.Tensor) -> torch.Tensor:
+        """``||x - mean(x)||^2`` per row: the scale of the warp penalty of a sample."""
         centred = Xc - Xc.mean(dim=1, keepdim=True)
-        return self.warp_penalty * (centred * centred).sum(dim=1)
+        return (centred * centred).sum(dim=1)
 
     def _optimize(self, Xc, centers, screen: bool):
-        coarse = self.n_steps // 2 if self.transform == "affine+tps" else 0
-        return optimize_warps(
-            Xc, centers, self.model(Xc), n_steps=self.n_steps,
-            learning_rate=self.learning_rate, penalty=self._penalty(Xc), coarse_steps=coarse,
+        return fit_warps(
+            Xc, centers, self.model(Xc), penalty=self._contrast(Xc),
+            bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
+            n_steps=self.n_steps, affine_steps=self.affine_steps,
             n_candidates=self.n_candidates if screen else None,
-            screen_steps=max(1, self.n_steps // 4),
+            screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
         )
 
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
@@ -186,16 +191,16 @@ class WarpGeometry:
         return [slice(i, min(i + self.batch_size, n)) for i in range(0, n, self.batch_size)]
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
-        """Deformation-invariant squared distances, shape (n, K)."""
+        """Deformation-invariant squared distances, shape (n, K).
+
+        The same fits as :meth:`assign` (screening included), so the row-wise argmin is
+        the assigned label; with screening, the distances to centroids that were not
+        among a sample's ``n_candidates`` are the energies reached when they were dropped
+        (upper bounds of their optimum).
+        """
         chunks = self._chunks(X.shape[0])
         with torch_threads(self.lloyd_threads(X, centers)):
-            return torch.cat([self._optimize(X[sl], centers, screen=False)[0] for sl in chunks])
-
-    def _remembered(self, X):
-        mem = self._memory
-        if mem is not None and mem[0] is X and mem[1] == X._version:
-            return mem[2], mem[3]
-        return None
+            return torch.cat([self._optimize(X[sl], centers, screen=True)[0] for sl in chunks])
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         """Labels, distances and the warp of every sample to its assigned centroid."""
@@ -206,38 +211,41 @@ class WarpGeometry:
         t0 = time.perf_counter()
         n = X.shape[0]
         model = self.model(X)
-        previous = self._remembered(X)
         labels = torch.empty(n, dtype=torch.long, device=X.device)
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
         params = X.new_empty(n, model.n_basis, model.ndim)
         for sl in self._chunks(n):
             losses, warps = self._optimize(X[sl], centers, screen=True)
-            if previous is not None:
-                self._keep_previous(X[sl], centers, losses, warps, previous[0][sl],
-                                    previous[1][sl])
             dists[sl], labels[sl] = losses.min(dim=1)
             params[sl] = warps[torch.arange(warps.shape[0], device=X.device), labels[sl]]
-        self._memory = (X, X._version, labels, params)
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
                   f"in {time.perf_counter() - t0:.1f}s")
         return Assignment(labels, dists, params)
 
-    def _keep_previous(self, Xc, centers, losses, warps, prev_labels, prev_params):
-        """Where the remembered warp beats the fresh one for the same centroid, keep it."""
-        old, _ = optimize_pairs(Xc, centers[prev_labels], self.model(Xc), n_steps=0,
-                                penalty=self._penalty(Xc), init=prev_params)
-        rows = torch.arange(Xc.shape[0], device=Xc.device)
-        better = old < losses[rows, prev_labels]
-        losses[rows[better], prev_labels[better]] = old[better]
-        warps[rows[better], prev_labels[better]] = prev_params[better].to(warps.dtype)
+    def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
+                     noise_variance: float) -> torch.Tensor:
+        """Laplace log-evidence of each row under its nearest warped centroid, (n,) float64.
+
+        ``-E / (2 s2) - log_volume / 2 - P / 2 log(2 pi s2)`` with ``E`` the minimised
+        energy (the distance), ``s2`` the pixel noise variance and ``log_volume`` from
+        :func:`skxclust.nn.warp_solver.warp_log_volume`: a warp family that lowers the
+        energy only by fitting noise pays for it in the volume term.
+        """
+        assignment = self.assign(X, centers)
+        model = self.model(X)
+        contrast = self._contrast(X)
+        with torch_threads(self.lloyd_threads(X, centers)):
+            volume = torch.cat([
+                warp_log_volume(X[sl], centers[assignment.labels[sl]], model,
+                                assignment.state[sl], contrast[sl], self.warp_penalty,
+                                self.affine_penalty)
+                for sl in self._chunks(X.shape[0])])
+        s2 = float(noise_variance)
+        return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
+                - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))
 
     # -- sufficient statistics, for the streaming and blockwise fits ---------------------
-    def remember(self, X: torch.Tensor, labels: torch.Tensor, params: torch.Tensor) -> None:
-        """Warps of the samples of X to their centroids in a previous assignment; the next
-        :meth:`assign` of the same X keeps them where they beat the fresh optimisation."""
-        self._memory = (X, X._version, labels, params)
-
     def partial_sums(self, X, centers, assignment, sample_weight):
         """Per-pixel sufficient statistics of the members of every centroid.
 

@@ -39,6 +39,7 @@ __all__ = [
     "tps_system_matrix",
     "tps_interpolation_matrix",
     "tps_bending_energy_matrix",
+    "tps_penalty_matrices",
     "affine_basis",
     "warp_basis",
     "warp_grid",
@@ -177,6 +178,54 @@ def tps_bending_energy_matrix(centers: torch.Tensor) -> torch.Tensor:
     inv = torch.linalg.inv(tps_system_matrix(centers.to(torch.float64)))
     energy = inv[:n, :n]
     return (0.5 * (energy + energy.T)).to(centers.dtype)
+
+
+def tps_penalty_matrices(
+    centers: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Quadratic forms on landmark displacements that split a warp into bending and pose.
+
+    For landmark displacements ``delta`` (``L x D``), ``trace(delta^T B delta)`` is the
+    bending energy of the TPS through them (Bookstein 1989: ``B`` is the upper-left
+    ``L x L`` block of ``L^{-1}``; zero exactly for affine displacements), and
+    ``a = C delta`` with ``C = (P^T P)^{-1} P^T``, ``P = [1, c]``, is the least-squares
+    affine part (``(D + 1) x D``: a translation row, then the linear map), so
+    ``trace(delta^T C^T C delta) = ||a||^2``. For the displacements sampled from one smooth
+    field both converge as the landmark grid is refined, so a penalty built from them means
+    the same at every number of landmarks (unlike ``||delta||^2``, which grows with it).
+
+    Parameters
+    ----------
+    centers : Tensor of shape (L, D)
+        Control points.
+
+    Returns
+    -------
+    bending : Tensor of shape (L, L)
+        ``B``, positive semi-definite, null on ``span(P)``.
+    affine : Tensor of shape (L, L)
+        ``C^T C``.
+    affine_landmarks : Tensor of shape (L, D + 1)
+        ``P``: the displacements of an affine map with coefficients ``a`` are ``P a``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> c = control_points(4, 2, torch.float64)
+    >>> bending, affine, P = tps_penalty_matrices(c)
+    >>> a = torch.tensor([[0.1, -0.2], [0.3, 0.0], [0.05, 0.2]], dtype=torch.float64)
+    >>> delta = P @ a  # an affine displacement: no bending, ||a||^2 of pose
+    >>> float(torch.trace(delta.T @ bending @ delta)) < 1e-12
+    True
+    >>> round(float(torch.trace(delta.T @ affine @ delta)), 6) == round(float((a**2).sum()), 6)
+    True
+    """
+    c64 = centers.to(torch.float64)
+    poly = _poly(c64)
+    affine_part = torch.linalg.solve(poly.T @ poly, poly.T)  # (D + 1, L)
+    cast = {"dtype": centers.dtype}
+    return (tps_bending_energy_matrix(c64).to(**cast), (affine_part.T @ affine_part).to(**cast),
+            poly.to(**cast))
 
 
 def affine_basis(points: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,13 @@ from __future__ import annotations
 
 import torch
 
-from .tps import control_points, grid_size_from_landmarks, pixel_grid, warp_basis
+from .tps import (
+    control_points,
+    grid_size_from_landmarks,
+    pixel_grid,
+    tps_penalty_matrices,
+    warp_basis,
+)
 
 __all__ = [
     "TRANSFORMS",
@@ -60,9 +66,22 @@ class WarpModel:
     landmark_gram : Tensor of shape (n_basis * D, n_basis * D) or None
         ``G`` with squared landmark displacement ``= v^T G v`` for ``v = params.reshape(-1)``;
         None when ``G`` is the identity (TPS).
+    axes : list of int
+        The ``grid_sample`` coordinate (0: x, 1: y) that each of the ``D`` warped axes moves.
+    bending_gram, affine_gram : Tensor of shape (n_basis * D, n_basis * D)
+        ``v^T bending_gram v`` is the bending energy of the landmark displacement
+        (Bookstein's ``trace(delta^T B delta)``, zero for affine warps) and ``v^T
+        affine_gram v`` the squared norm of its least-squares affine part ``[t, A]``
+        (translation and linear map). Neither changes its meaning with the number of
+        landmarks. See :meth:`penalty_gram`.
+    affine_rows : Tensor of shape (n_basis, D + 1) or None
+        Parameters of the affine warps: ``params = affine_rows @ a`` for affine
+        coefficients ``a`` (``(D + 1) x D``); None for ``"affine"``, where every warp is
+        affine.
     """
 
-    def __init__(self, shape, transform, points, basis, landmark_basis, coarse_rows):
+    def __init__(self, shape, transform, points, basis, landmark_basis, coarse_rows,
+                 centers=None):
         self.shape = (int(shape[0]), int(shape[1]))
         self.transform = transform
         self.points = points
@@ -79,12 +98,43 @@ class WarpModel:
         for e, axis in enumerate(axes):
             flat_basis[:, e, :, axis] = basis.T
         self.flat_basis = flat_basis.reshape(self.n_basis * ndim, n_pixels * 2)
+        self.axes = axes
+        eye = torch.eye(ndim, dtype=points.dtype, device=points.device)
         if transform == "tps":
             self.landmark_gram = None
         else:
-            gram = landmark_basis.T @ landmark_basis
-            eye = torch.eye(ndim, dtype=points.dtype, device=points.device)
-            self.landmark_gram = torch.kron(gram, eye)
+            self.landmark_gram = torch.kron(landmark_basis.T @ landmark_basis, eye)
+        if centers is None:
+            centers = control_points(int(round(landmark_basis.shape[0] ** (1 / ndim))), ndim,
+                                     points.dtype, points.device)
+        bending, affine, affine_landmarks = tps_penalty_matrices(centers)
+        self.bending_gram = torch.kron(landmark_basis.T @ bending @ landmark_basis, eye)
+        self.affine_gram = torch.kron(landmark_basis.T @ affine @ landmark_basis, eye)
+        if transform == "affine":
+            self.affine_rows = None
+        elif transform == "tps":
+            self.affine_rows = affine_landmarks
+        else:  # "affine+tps": the affine rows come first
+            self.affine_rows = torch.eye(self.n_basis, ndim + 1, dtype=points.dtype,
+                                         device=points.device)
+
+    def penalty_gram(self, bending_weight: float = 1.0, affine_weight: float = 1.0
+                     ) -> torch.Tensor:
+        """``G = bending_weight * bending_gram + affine_weight * affine_gram``: the warp
+        penalty is ``v^T G v`` for ``v = params.reshape(-1)``.
+
+        Parameters
+        ----------
+        bending_weight : float, default=1.0
+            Weight of the bending energy.
+        affine_weight : float, default=1.0
+            Weight of the squared affine coefficients.
+
+        Returns
+        -------
+        Tensor of shape (n_params, n_params)
+        """
+        return float(bending_weight) * self.bending_gram + float(affine_weight) * self.affine_gram
 
     @property
     def ndim(self) -> int:
@@ -138,7 +188,8 @@ def make_warp_model(
     coarse = torch.ones(basis.shape[1], dtype=torch.bool, device=points.device)
     if transform == "affine+tps":
         coarse[ndim + 1 :] = False
-    return WarpModel((height, width), transform, points, basis, landmark_basis, coarse)
+    return WarpModel((height, width), transform, points, basis, landmark_basis, coarse,
+                     centers)
 
 
 def warp_grids(model: WarpModel, params: torch.Tensor) -> torch.Tensor:
