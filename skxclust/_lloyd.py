@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ._progress import progress
 from ._threads import LLOYD_SERIAL_MACS, serial_threads, torch_threads
 from .nn.neuralized import squared_distances
 
@@ -385,6 +386,7 @@ def lloyd(
     tol: float,
     verbose: int = 0,
     history: list | None = None,
+    desc: str = "k-means",
 ):
     """Lloyd iterations with a pluggable geometry (the project's only Lloyd loop).
 
@@ -405,6 +407,8 @@ def lloyd(
     verbose : int, default=0
     history : list, optional
         Receives one dict (iteration, inertia, labels) per iteration; single run only.
+    desc : str, default="k-means"
+        Label of the progress bar (see :mod:`skxclust._progress`).
 
     Returns
     -------
@@ -416,7 +420,7 @@ def lloyd(
     """
     if centers.dim() == 2:
         labels, inertia, out, n_iter = lloyd(X, centers[None], geometry, sample_weight,
-                                             max_iter, tol, verbose, history)
+                                             max_iter, tol, verbose, history, desc)
         return labels[0], float(inertia[0]), out[0], int(n_iter[0])
     if history is not None and centers.shape[0] != 1:
         raise ValueError("lloyd records a history for a single run only.")
@@ -428,9 +432,10 @@ def lloyd(
                                     verbose)
     with torch_threads(threads):
         if batched:
-            return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
+            return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
+                          desc)
         runs = [_lloyd(X, c[None], _OneRestart(geometry), sample_weight, max_iter, tol,
-                       verbose, history) for c in centers]
+                       verbose, history, desc) for c in centers]
         return tuple(torch.cat(parts) for parts in zip(*runs))
 
 
@@ -476,7 +481,8 @@ def relocate_empty(centers, weight, farthest_rows) -> None:
         centers[r, empty] = farthest_rows(r, empty.numel()).to(centers.dtype)
 
 
-def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: int = 0):
+def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: int = 0,
+                     desc: str = "k-means"):
     """The Lloyd iterations of independent restarts, for in-memory and blockwise fits.
 
     Each iteration calls ``step`` on the restarts still running; a restart stops when its
@@ -498,19 +504,29 @@ def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: i
     max_iter : int
     tol : float
     verbose : int, default=0
+    desc : str, default="k-means"
+        Label of the progress bar (one unit per iteration, see :mod:`skxclust._progress`).
 
     Returns
     -------
     n_iter : LongTensor of shape (R,)
         Iterations run by each restart (>= 1).
     """
+    with progress(max_iter, desc=desc, unit="iteration", verbose=verbose) as bar:
+        return _iterate(centers, state, step, max_iter, tol, verbose, bar)
+
+
+def _iterate(centers, state, step, max_iter, tol, verbose, bar):
+    """Body of :func:`lloyd_iterations`, one ``bar`` step per iteration."""
     t0 = time.perf_counter()
     n_restarts = centers.shape[0]
     n_iter = torch.ones(n_restarts, dtype=torch.long)
     running = torch.arange(n_restarts)
     for it in range(1, max_iter + 1):
         current = centers[running.to(centers.device)]
-        new, state, stable, inertia = step(current, state, running)
+        with bar.step():
+            new, state, stable, inertia = step(current, state, running)
+        bar.note(f"iteration {it}/{max_iter}")
         shift = ((new - current) ** 2).sum(dim=(1, 2))
         centers[running.to(centers.device)] = new
         n_iter[running] = it
@@ -531,7 +547,8 @@ def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: i
     return n_iter
 
 
-def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history):
+def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
+           desc="k-means"):
     """Body of :func:`lloyd` for restarts (R, K, D), run under the geometry's threads."""
     centers = centers.clone()
     first = geometry.assign(X, centers)
@@ -552,7 +569,7 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
                             "labels": new.labels[0]})
         return new_centers, new, (new.labels == cur.labels).all(dim=1), inertia
 
-    n_iter = lloyd_iterations(centers, first, step, max_iter, tol, verbose)
+    n_iter = lloyd_iterations(centers, first, step, max_iter, tol, verbose, desc)
     refine = getattr(geometry, "refine", None)
     if refine is not None:  # exact distances for the inertia (see EuclideanGeometry.screen)
         distances = refine(X, centers, Assignment(labels, distances)).distances
