@@ -10,7 +10,8 @@ variable ``SKXCLUST_PROGRESS`` read at import):
     workers, multiprocessing), when ``verbose > 0`` (the estimator prints its own lines
     then), or when standard error is redirected (logs, CI, pytest's capture).
 ``True``
-    Always, at once (also where ``"auto"`` would stay silent).
+    At once, in the main thread (also where ``"auto"`` would stay silent: with
+    ``verbose``, in child processes, with standard error redirected).
 ``False``
     Never.
 
@@ -87,7 +88,8 @@ def set_config(*, progress: bool | str | None = None) -> None:
     progress : {"auto", True, False}, default=None
         Progress bars on long work (fits, inference passes over many row blocks).
         "auto": after two seconds of work, in a notebook or a terminal only, never in
-        worker threads or processes or when ``verbose > 0``; True: always; False: never.
+        worker threads or processes or when ``verbose > 0``; True: at once, wherever the
+        main thread runs; False: never.
         None leaves the setting unchanged. The initial value comes from the environment
         variable ``SKXCLUST_PROGRESS`` (``auto``, ``1``/``on``, ``0``/``off``), "auto" when
         unset.
@@ -140,8 +142,13 @@ def config_context(*, progress: bool | str | None = None) -> Iterator[None]:
 
 
 def _in_jupyter() -> bool:
-    """True inside a Jupyter kernel (notebook, lab, VS Code), where tqdm.auto draws widgets."""
-    return "ipykernel" in sys.modules
+    """True inside a Jupyter kernel (notebook, lab, VS Code), where tqdm.auto draws widgets
+    (an imported ipykernel alone is not a kernel: its shell must be running)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or "ipykernel" not in sys.modules:
+        return False
+    shell = ipython.get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
 
 
 def progress_enabled(verbose: int = 0) -> bool:
@@ -157,9 +164,11 @@ def progress_enabled(verbose: int = 0) -> bool:
     bool
     """
     mode = _CONFIG["progress"]
+    if threading.current_thread() is not threading.main_thread():
+        return False  # bars of concurrent threads would interleave
     if isinstance(mode, bool):
         return mode
-    if verbose or threading.current_thread() is not threading.main_thread():
+    if verbose:
         return False
     if multiprocessing.parent_process() is not None:
         return False

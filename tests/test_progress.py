@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import skxclust
-from skxclust import ExplainableKMeans, SpatialTransformerKMeans, config_context
-from skxclust import _progress
+from skxclust import ExplainableKMeans, SpatialTransformerKMeans, _progress, config_context
 from skxclust._progress import progress, progress_enabled, track
 
 
