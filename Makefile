@@ -3,15 +3,18 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.skxclust-installed
-PYTEST_ARGS ?= -q
+# -rs: the reason of every skipped test, in the short summary (quiet otherwise)
+PYTEST_ARGS ?= -q -rs
 BENCH_ARGS ?=
 
 .PHONY: install demo test lint bench bench-quick docs clean
 
 install: $(STAMP)
 
-# torch==2.13.0 (a CPU build) only when torch is absent; zennit without its torchvision
-# requirement (which would pull a CUDA torch), its other dependencies come with [test].
+# torch==2.13.0 only when the environment has no torch: pip takes the build its index
+# offers for this platform (on Linux from PyPI, the CUDA one; see the README's Quick start
+# for a CPU-only or an existing torch). zennit without its torchvision requirement (which
+# would pull another torch), its other dependencies come with [test].
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0

@@ -78,7 +78,6 @@ sphinx_gallery_conf = {
     "within_subsection_order": "FileNameSortKey",
     "doc_module": ("skxclust",),
     "backreferences_dir": "gen_modules/backreferences",
-    "reference_url": {"skxclust": None},
     "abort_on_example_error": True,
     "remove_config_comments": True,
     "download_all_examples": False,

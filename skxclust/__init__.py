@@ -1,9 +1,24 @@
 """skxclust: explainable and deformation-invariant clustering, scikit-learn style, on torch."""
 
-from ._explainable import ExplainableKMeans
-from ._pipeline import explain_pipeline
-from ._spatial import SpatialTransformerKMeans
+# First, before anything imports torch: idle OpenMP threads sleep instead of spinning (a
+# no-op when OMP_WAIT_POLICY is set or torch was imported first; see skxclust/_openmp.py).
+from . import _openmp
+
+_openmp.OMP_WAIT_POLICY_SET_BY_SKXCLUST = _openmp.set_passive_wait_policy()
+
+from ._explainable import ExplainableKMeans  # noqa: E402
+from ._pipeline import explain_pipeline  # noqa: E402
+from ._progress import config_context, get_config, set_config  # noqa: E402
+from ._spatial import SpatialTransformerKMeans  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["ExplainableKMeans", "SpatialTransformerKMeans", "explain_pipeline", "__version__"]
+__all__ = [
+    "ExplainableKMeans",
+    "SpatialTransformerKMeans",
+    "config_context",
+    "explain_pipeline",
+    "get_config",
+    "set_config",
+    "__version__",
+]

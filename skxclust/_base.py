@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._dask import blockwise, is_dask_array, partial_fit_blocks
 from ._dask import fit as fit_blockwise
 from ._lloyd import best_restart, kmeans_plusplus_restarts, lloyd
+from ._progress import track
 from ._streaming import init_stream_state
 from ._streaming import partial_fit as partial_fit_step
 from ._threads import serial_threads, torch_threads
@@ -229,7 +230,8 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             if self.verbose:
                 print(f"Initialization complete: {n_init} restart(s)")
             labels, inertia, centers, n_iter = best_restart(
-                lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose)
+                lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
+                      desc=f"{type(self).__name__}.fit")
             )
 
             self._warn_distinct(int(torch.unique(labels).numel()))
@@ -317,11 +319,15 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         ``batch_size``) rows at a time.
 
         The shifted rows are written into one buffer reused by every block: use each
-        block before asking for the next.
+        block before asking for the next. With more than one block, the pass has a
+        progress bar counting rows (see :mod:`skxclust._progress`).
         """
         step = self.batch_size if step is None else step
         buffer = None if shift is None else X.new_empty(min(step, X.shape[0]), X.shape[1])
-        for start in range(0, X.shape[0], step):
+        starts = range(0, X.shape[0], step)
+        sizes = [min(step, X.shape[0] - start) for start in starts]
+        for start in track(starts, desc=type(self).__name__, unit="rows", sizes=sizes,
+                           verbose=self.verbose):
             rows = slice(start, min(start + step, X.shape[0]))
             if shift is None:
                 yield rows, X[rows]

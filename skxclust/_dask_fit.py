@@ -11,8 +11,11 @@ solve of :func:`skxclust.nn.align.solve_normal_equations`, whose normal operator
 and ST warps stay on the workers between passes (``dask.persist``); only O(K * D)
 statistics, the seeding sample and the final labels reach the client. The iterations,
 convergence tests and retiring of restarts are those of the in-memory loop (both run
-:func:`skxclust._lloyd.lloyd_iterations`); empty clusters move to the farthest rows, so
-the same initial centroids give the same fit up to the order of floating-point sums.
+:func:`skxclust._lloyd.lloyd_iterations`); empty clusters receive the farthest rows (for
+plain k-means with scikit-learn's rule of :mod:`skxclust._relocation`, the rows taken
+farthest first where scikit-learn takes them in ``np.argpartition``'s order, which only
+matters when several clusters are empty at once), so the same initial centroids give the
+same fit up to the order of floating-point sums.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import torch
 from sklearn.base import clone
 
 from ._dask import check_dask_array, is_dask_array
-from ._lloyd import lloyd_iterations, relocate_empty
+from ._lloyd import lloyd_iterations
+from ._relocation import average_sums, relocate_empty, relocate_in_sums
 from ._streaming import init_stream_state
 from ._threads import torch_threads
 from ._validation import (
@@ -161,24 +165,28 @@ def _lloyd_block(x, w, prev, centers, running, offset, frame):
         "inertia": (dists.to(torch.float64) @ sw.to(torch.float64)).cpu(),
         "far_d": dists.gather(1, far).to(torch.float64).cpu(),
         "far_i": (far + offset).cpu(), "far_x": X[far].cpu(),
+        "far_w": sw[far].to(torch.float64).cpu(), "far_l": labels.gather(1, far).cpu(),
     }
     return result
 
 
+_FAR = ("far_d", "far_i", "far_x", "far_w", "far_l")
+
+
 def _top_far(a, b, m):
-    """Merge two (distance, index, row) top lists: largest distance, then lowest index."""
+    """Merge two top lists of the farthest rows (distance, index, row, weight, label):
+    largest distance, then lowest index."""
     d = torch.cat([a["far_d"], b["far_d"]], dim=1)
     i = torch.cat([a["far_i"], b["far_i"]], dim=1)
-    x = torch.cat([a["far_x"], b["far_x"]], dim=1)
     order = torch.argsort(i, dim=1)
     order = order.gather(1, torch.argsort(-d.gather(1, order), dim=1, stable=True))[:, :m]
-    return d.gather(1, order), i.gather(1, order), x[torch.arange(x.shape[0])[:, None], order]
+    rows = torch.arange(d.shape[0])[:, None]
+    return {k: torch.cat([a[k], b[k]], dim=1)[rows, order] for k in _FAR}
 
 
 def _merge_stats(a, b):
     out = {k: a[k] + b[k] for k in ("sums", "weight", "cluster_weight", "changed", "inertia")}
-    m = a["cluster_weight"].shape[1]
-    out["far_d"], out["far_i"], out["far_x"] = _top_far(a, b, m)
+    out.update(_top_far(a, b, a["cluster_weight"].shape[1]))
     return out
 
 
@@ -264,6 +272,15 @@ def _update(geometry, blocks, results, centers, stats, running, frame):
 
     sums = stats["sums"].to(centers.dtype)
     weight = stats["weight"].to(centers.dtype)
+    if getattr(geometry, "relocates_empty", False):  # scikit-learn's rule, in the sums
+
+        def farthest(r, m):
+            if not float(stats["far_d"][r, 0]) > 0:
+                return None
+            return stats["far_x"][r, :m], stats["far_w"][r, :m], stats["far_l"][r, :m]
+
+        relocate_in_sums(sums, weight, farthest)
+        return average_sums(sums, weight)
     solve = getattr(geometry, "solve_from_sums", None)
     if solve is None:
         return geometry.centers_from_sums(sums, weight, centers)
@@ -383,8 +400,9 @@ def fit_blockwise(estimator, X, sample_weight=None):
     def step(current, state, running):
         rows = running.tolist()
         new = _update(geometry, blocks, latest[0], current, state.stats, rows, frame)
-        relocate_empty(new, state.stats["cluster_weight"],
-                       lambda r, m: state.stats["far_x"][r, :m])
+        if not getattr(geometry, "relocates_empty", False):
+            relocate_empty(new, state.stats["cluster_weight"],
+                           lambda r, m: state.stats["far_x"][r, :m])
         latest[0], stats = _lloyd_pass(blocks, latest[0], new, rows, frame)
         inertia[running] = stats["inertia"]
         return new, _PassStats(stats), stats["changed"] == 0, stats["inertia"]

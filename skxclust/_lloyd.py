@@ -1,4 +1,8 @@
-"""k-means math shared by both estimators: seeding, the one Lloyd loop, geometries.
+"""k-means math shared by both estimators: the one Lloyd loop and its geometries.
+
+k-means++ seeding lives in :mod:`skxclust._seeding` and empty-cluster relocation in
+:mod:`skxclust._relocation` (both re-exported here). Data may be dense or sparse CSR
+tensors: row blocks, row norms and member sums go through :mod:`skxclust.nn.sparse`.
 
 Both estimators drive :func:`lloyd` with a *geometry* object that knows how to measure
 (sample, centroid) distances and how to re-estimate centroids for fixed assignments:
@@ -12,6 +16,9 @@ Both estimators drive :func:`lloyd` with a *geometry* object that knows how to m
     (then the data are centred for numerical accuracy).
 ``geometry.lloyd_threads(X, centers) -> int | None`` (optional)
     torch intra-op threads for the loop; None (or no such method) keeps torch's setting.
+``geometry.relocates_empty`` (optional, default False)
+    True when ``update`` relocates empty clusters itself (scikit-learn's rule for plain
+    k-means); otherwise :func:`lloyd` moves them to the farthest samples.
 ``geometry.batched_restarts`` (optional, default False)
     True when ``assign`` and ``update`` also accept centroids of shape (R, K, D) — R
     independent restarts — returning labels and distances of shape (R, n) and weights of
@@ -24,15 +31,18 @@ Both estimators drive :func:`lloyd` with a *geometry* object that knows how to m
 
 from __future__ import annotations
 
-import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import torch
 
+from ._progress import progress
+from ._relocation import average_sums, farthest_for_empty, relocate_empty, relocate_in_sums
+from ._seeding import kmeans_plusplus, kmeans_plusplus_restarts
 from ._threads import LLOYD_SERIAL_MACS, serial_threads, torch_threads
 from .nn.neuralized import squared_distances
+from .nn.sparse import group_sums, is_sparse, row_block, row_norms, take_rows
 
 __all__ = [
     "Assignment",
@@ -58,11 +68,6 @@ class Assignment(NamedTuple):
         """The restarts where the boolean (R,) ``keep`` is True (``state`` is shared)."""
         keep = keep.to(self.labels.device)
         return Assignment(self.labels[keep], self.distances[keep], self.state)
-
-
-def row_norms(X: torch.Tensor) -> torch.Tensor:
-    """Squared Euclidean norm of every row, shape (n,), without an (n, D) temporary."""
-    return torch.einsum("nd,nd->n", X, X)
 
 
 def _nearest_scores(rows, flat, c_sq, n_clusters):
@@ -107,6 +112,9 @@ class EuclideanGeometry:
 
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
         """Intra-op threads :func:`lloyd` should use (None: torch's setting)."""
+        if is_sparse(X):  # the work is proportional to the stored values
+            small = X.values().numel() * centers[..., 0].numel() < LLOYD_SERIAL_MACS
+            return 1 if small and X.device.type == "cpu" else None
         return serial_threads(X, centers[..., 0].numel(), LLOYD_SERIAL_MACS)
 
     def _cached(self, name: str, tensor: torch.Tensor, compute):
@@ -118,11 +126,12 @@ class EuclideanGeometry:
         return value
 
     def _chunks(self, n: int) -> list[slice]:
-        return [slice(i, i + self.batch_size) for i in range(0, n, self.batch_size)]
+        return [slice(i, min(i + self.batch_size, n)) for i in range(0, n, self.batch_size)]
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Squared distances, shape (n, K), computed in ``batch_size`` row chunks."""
-        return torch.cat([squared_distances(X[sl], centers) for sl in self._chunks(X.shape[0])])
+        return torch.cat([squared_distances(row_block(X, sl.start, sl.stop), centers)
+                          for sl in self._chunks(X.shape[0])])
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         """Nearest centroid of every row, for centroids (K, D) or restarts (R, K, D).
@@ -185,11 +194,12 @@ class EuclideanGeometry:
         the float32 error bound are recomputed in float64: the labels equal the float64
         ones, the distances carry float32 rounding.
         """
+        block = row_block(X, sl.start, sl.stop)
         if screen is None:
-            val, idx = _nearest_scores(X[sl], flat, c_sq, n_clusters)
+            val, idx = _nearest_scores(block, flat, c_sq, n_clusters)
             return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
         X32, flat32, c_sq32, bound = screen
-        scores = torch.addmm(c_sq32, X32[sl], flat32.T, alpha=-2.0)
+        scores = torch.addmm(c_sq32, row_block(X32, sl.start, sl.stop), flat32.T, alpha=-2.0)
         scores = scores.view(scores.shape[0], -1, n_clusters)
         best, idx = scores.min(dim=2)
         second = scores.scatter_(2, idx[..., None], float("inf")).amin(dim=2)
@@ -197,7 +207,8 @@ class EuclideanGeometry:
         val = best.to(x_sq.dtype)
         rows = torch.nonzero(unsure.any(dim=1)).flatten()
         if rows.numel():
-            val[rows], idx[rows] = _nearest_scores(X[sl][rows], flat, c_sq, n_clusters)
+            val[rows], idx[rows] = _nearest_scores(take_rows(block, rows), flat, c_sq,
+                                                   n_clusters)
         return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
 
     def partial_sums(self, X, centers, assignment, sample_weight):
@@ -205,7 +216,7 @@ class EuclideanGeometry:
 
         Parameters
         ----------
-        X : Tensor of shape (n, D)
+        X : Tensor of shape (n, D), dense or sparse CSR
         centers : Tensor of shape (K, D) or (R, K, D)
             Only its shape is used (the number of centroids).
         assignment : Assignment
@@ -228,6 +239,12 @@ class EuclideanGeometry:
         flat_labels = (lab + offsets).reshape(-1)
         weight = torch.zeros(n_restarts * n_clusters, dtype=X.dtype, device=X.device)
         weight.index_add_(0, flat_labels, sample_weight.repeat(n_restarts))
+        shape = (n_restarts, n_clusters)
+        if is_sparse(X):  # one sparse product per restart
+            sums = torch.stack([group_sums(X, lab[r], sample_weight, n_clusters)
+                                for r in range(n_restarts)])
+            weight = weight.view(shape)
+            return (sums, weight) if batched else (sums[0], weight[0])
         sums = X.new_zeros(n_restarts * n_clusters, X.shape[1])
         unit = self._cached("unit_weights", sample_weight, lambda w: bool((w == 1).all()))
         # Scatter-add cache-sized blocks of rows (~2 MB in float64) into every restart's
@@ -238,7 +255,6 @@ class EuclideanGeometry:
             block = X[i:i + step] if unit else X[i:i + step] * sample_weight[i:i + step, None]
             for r in range(n_restarts):
                 sums.index_add_(0, per_restart[r, i:i + step], block)
-        shape = (n_restarts, n_clusters)
         sums, weight = sums.view(*shape, -1), weight.view(shape)
         return (sums, weight) if batched else (sums[0], weight[0])
 
@@ -248,105 +264,49 @@ class EuclideanGeometry:
         return torch.where(weight[..., None] > 0,
                            sums / weight.clamp_min(1e-300)[..., None], centers)
 
+    # Empty clusters are relocated by :meth:`update` itself, with scikit-learn's rule (see
+    # :mod:`skxclust._relocation`); :func:`lloyd` leaves them alone.
+    relocates_empty = True
+
     def update(self, X, centers, assignment, sample_weight):
-        """Weighted means of the members, shape of ``centers``; and the cluster weights."""
+        """Weighted means of the members, shape of ``centers``; and the cluster weights.
+
+        An empty cluster receives the sample farthest from its centroid, which leaves its
+        own cluster (scikit-learn's relocation, :mod:`skxclust._relocation`).
+        """
+        batched = centers.dim() == 3
         sums, weight = self.partial_sums(X, centers, assignment, sample_weight)
-        return self.centers_from_sums(sums, weight, centers), weight
+        if not batched:
+            sums, weight = sums[None], weight[None]
+        if bool((weight == 0).any()):
+            labels = assignment.labels if batched else assignment.labels[None]
 
+            def farthest(r, m):
+                d = self._assigned_distances(X, centers[r] if batched else centers,
+                                             labels[r])
+                far = farthest_for_empty(d, m)
+                if far is None:
+                    return None
+                far = far.to(X.device)
+                return take_rows(X, far), sample_weight[far], labels[r][far]
 
-# -- seeding ------------------------------------------------------------------------------
-def kmeans_plusplus(
-    X: torch.Tensor,
-    n_clusters: int,
-    sample_weight: torch.Tensor,
-    generator: torch.Generator,
-    n_local_trials: int | None = None,
-) -> torch.Tensor:
-    """Greedy k-means++ seeding (Arthur & Vassilvitskii; sklearn's greedy variant).
+            relocate_in_sums(sums, weight, farthest)
+        new = average_sums(sums, weight)
+        return (new, weight) if batched else (new[0], weight[0])
 
-    Parameters
-    ----------
-    X : Tensor of shape (n, D)
-    n_clusters : int
-    sample_weight : Tensor of shape (n,)
-    generator : torch.Generator
-        CPU generator; all random draws use it.
-    n_local_trials : int, optional
-        Candidates tried per centroid; default ``2 + log(n_clusters)``.
-
-    Returns
-    -------
-    Tensor of shape (n_clusters, D)
-    """
-    return kmeans_plusplus_restarts(X, n_clusters, sample_weight, [generator], n_local_trials)[0]
-
-
-def kmeans_plusplus_restarts(
-    X: torch.Tensor,
-    n_clusters: int,
-    sample_weight: torch.Tensor,
-    generators: list[torch.Generator],
-    n_local_trials: int | None = None,
-) -> torch.Tensor:
-    """Independent greedy k-means++ seedings, one per generator, computed together.
-
-    Each seeding draws from its own generator in the same order as a lone call of
-    :func:`kmeans_plusplus` would (the same generator object may be passed several times:
-    it is then consumed restart after restart), so the result equals stacking separate
-    calls; the distance computations of all restarts share one matrix product per step.
-
-    Returns
-    -------
-    Tensor of shape (len(generators), n_clusters, D)
-    """
-    if n_local_trials is None:
-        n_local_trials = 2 + int(math.log(n_clusters))
-    # Restarts per group: keep the (group * trials, n) distance block near 2**24 entries.
-    group = max(1, 2**24 // max(1, n_local_trials * X.shape[0]))
-    out = []
-    columns = n_local_trials * min(group, len(generators))
-    with torch_threads(serial_threads(X, columns, LLOYD_SERIAL_MACS)):
-        for i in range(0, len(generators), group):
-            out.append(_kmeans_plusplus(X, n_clusters, sample_weight,
-                                        generators[i:i + group], n_local_trials))
-    return torch.cat(out)
-
-
-def _kmeans_plusplus(X, n_clusters, sample_weight, generators, n_local_trials):
-    """Body of :func:`kmeans_plusplus_restarts` for one group of restarts."""
-    n, n_restarts = X.shape[0], len(generators)
-    sw = sample_weight.detach().to("cpu", torch.float64)
-    x_sq = row_norms(X)  # once, not per candidate batch
-    # All draws up front, restart by restart: the order a sequential run would use.
-    first, uniforms = [], []
-    for gen in generators:
-        first.append(int(torch.multinomial(sw / sw.sum(), 1, generator=gen)))
-        uniforms.append(torch.rand(n_clusters - 1, n_local_trials, generator=gen,
-                                   dtype=torch.float64))
-    uniforms = torch.stack(uniforms, dim=1) if n_clusters > 1 else None  # (K-1, R, T)
-
-    def dist_to(idx: torch.Tensor) -> torch.Tensor:
-        """Squared distances (len(idx), n) from the rows ``idx`` of X to every row."""
-        c = X[idx.to(X.device)]
-        d = torch.addmm(row_norms(c)[:, None], c, X.T, alpha=-2.0).add_(x_sq)
-        return d.clamp_min_(0.0).to("cpu", torch.float64)
-
-    rows = torch.arange(n_restarts)
-    chosen = torch.empty(n_restarts, n_clusters, dtype=torch.long)
-    chosen[:, 0] = torch.tensor(first)
-    closest = dist_to(chosen[:, 0])  # (R, n)
-    potential = closest @ sw  # (R,)
-    for step in range(1, n_clusters):
-        cum = torch.cumsum(sw * closest, dim=1)
-        draws = uniforms[step - 1] * potential[:, None]  # (R, T)
-        cand = torch.searchsorted(cum, draws).clamp_max_(n - 1)
-        d_cand = torch.minimum(closest[:, None, :],
-                               dist_to(cand.reshape(-1)).view(n_restarts, n_local_trials, n))
-        pots = d_cand @ sw  # (R, T)
-        best = pots.argmin(dim=1)
-        closest, potential = d_cand[rows, best], pots[rows, best]
-        chosen[:, step] = cand[rows, best]
-    return X[chosen.to(X.device)]
+    def _assigned_distances(self, X, centers, labels):
+        """Squared distance (n,) of every row to its centroid ``centers[labels]``, from
+        the differences (as scikit-learn computes it for relocation), in row chunks."""
+        out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
+        for sl in self._chunks(X.shape[0]):
+            block, lab = row_block(X, sl.start, sl.stop), labels[sl]
+            if is_sparse(X):
+                dots = torch.mm(block, centers.T).gather(1, lab[:, None])[:, 0]
+                c_sq = (centers * centers).sum(dim=1)[lab]
+                out[sl] = (row_norms(block) - 2.0 * dots + c_sq).clamp_min_(0.0)
+            else:
+                out[sl] = ((block - centers[lab]) ** 2).sum(dim=1)
+        return out
 
 
 # -- the Lloyd loop -----------------------------------------------------------------------
@@ -385,6 +345,7 @@ def lloyd(
     tol: float,
     verbose: int = 0,
     history: list | None = None,
+    desc: str = "k-means",
 ):
     """Lloyd iterations with a pluggable geometry (the project's only Lloyd loop).
 
@@ -405,6 +366,8 @@ def lloyd(
     verbose : int, default=0
     history : list, optional
         Receives one dict (iteration, inertia, labels) per iteration; single run only.
+    desc : str, default="k-means"
+        Label of the progress bar (see :mod:`skxclust._progress`).
 
     Returns
     -------
@@ -416,7 +379,7 @@ def lloyd(
     """
     if centers.dim() == 2:
         labels, inertia, out, n_iter = lloyd(X, centers[None], geometry, sample_weight,
-                                             max_iter, tol, verbose, history)
+                                             max_iter, tol, verbose, history, desc)
         return labels[0], float(inertia[0]), out[0], int(n_iter[0])
     if history is not None and centers.shape[0] != 1:
         raise ValueError("lloyd records a history for a single run only.")
@@ -428,9 +391,10 @@ def lloyd(
                                     verbose)
     with torch_threads(threads):
         if batched:
-            return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
+            return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
+                          desc)
         runs = [_lloyd(X, c[None], _OneRestart(geometry), sample_weight, max_iter, tol,
-                       verbose, history) for c in centers]
+                       verbose, history, desc) for c in centers]
         return tuple(torch.cat(parts) for parts in zip(*runs))
 
 
@@ -459,24 +423,8 @@ def _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol, ver
     return tuple(torch.cat(parts) for parts in zip(*runs))
 
 
-def relocate_empty(centers, weight, farthest_rows) -> None:
-    """Move the centroids without members to the samples farthest from their centroid.
-
-    Parameters
-    ----------
-    centers : Tensor of shape (R, K, D)
-        Updated in place.
-    weight : Tensor of shape (R, K)
-        Weight of each cluster; 0 marks an empty one.
-    farthest_rows : callable ``farthest_rows(r, m) -> Tensor (m, D)``
-        The ``m`` samples farthest from their centroid in restart ``r``, farthest first.
-    """
-    for r in torch.nonzero((weight == 0).any(dim=1)).flatten().tolist():
-        empty = torch.nonzero(weight[r] == 0).flatten()
-        centers[r, empty] = farthest_rows(r, empty.numel()).to(centers.dtype)
-
-
-def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: int = 0):
+def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: int = 0,
+                     desc: str = "k-means"):
     """The Lloyd iterations of independent restarts, for in-memory and blockwise fits.
 
     Each iteration calls ``step`` on the restarts still running; a restart stops when its
@@ -495,33 +443,51 @@ def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: i
         restarts (``running``: their indices, ``current``: their centroids (A, K, D));
         ``stable`` (A,) is True where no label changed, ``inertia`` (A,) is optional
         (None), used for ``verbose`` output only.
+        ``n_iter`` counts as scikit-learn does: a restart stopped by the shift after ``it``
+        updates ran ``it`` iterations, one stopped by unchanged labels ``it + 1`` (at
+        most ``max_iter``).
     max_iter : int
     tol : float
     verbose : int, default=0
+    desc : str, default="k-means"
+        Label of the progress bar (one unit per iteration, see :mod:`skxclust._progress`).
 
     Returns
     -------
     n_iter : LongTensor of shape (R,)
         Iterations run by each restart (>= 1).
     """
+    with progress(max_iter, desc=desc, unit="iteration", verbose=verbose) as bar:
+        return _iterate(centers, state, step, max_iter, tol, verbose, bar)
+
+
+def _iterate(centers, state, step, max_iter, tol, verbose, bar):
+    """Body of :func:`lloyd_iterations`, one ``bar`` step per iteration."""
     t0 = time.perf_counter()
     n_restarts = centers.shape[0]
     n_iter = torch.ones(n_restarts, dtype=torch.long)
     running = torch.arange(n_restarts)
     for it in range(1, max_iter + 1):
         current = centers[running.to(centers.device)]
-        new, state, stable, inertia = step(current, state, running)
+        with bar.step():
+            new, state, stable, inertia = step(current, state, running)
         shift = ((new - current) ** 2).sum(dim=(1, 2))
         centers[running.to(centers.device)] = new
-        n_iter[running] = it
-        done = (stable | (shift <= tol)).cpu()
+        within_tol = (shift <= tol).cpu()
+        stable = stable.cpu()
+        # scikit-learn counts one more iteration for a strict convergence: it runs the
+        # update of the assignment that repeated the previous one before it compares them.
+        n_iter[running] = torch.where(stable & ~within_tol, min(it + 1, max_iter), it)
+        bar.note(f"iteration {int(n_iter[running].max())}/{max_iter}")
+        done = stable | within_tol
         if verbose:
             runs = "" if n_restarts == 1 else f" ({running.numel()} restarts running)"
             best = "" if inertia is None else f"inertia {float(inertia.min()):.6g}, "
             print(f"Iteration {it}{runs}: {best}centre shift {float(shift.max()):.3g}, "
                   f"{time.perf_counter() - t0:.1f}s")
             if bool(done.all()):
-                why = "strict convergence" if bool(stable.all()) else f"shift <= tol {tol:.3g}"
+                why = ("strict convergence" if bool((stable & ~within_tol).all()) else
+                       f"center shift {float(shift.max()):.3g} within tolerance {tol:.3g}")
                 print(f"Converged at iteration {it}: {why}.")
         if bool(done.all()):
             break
@@ -531,7 +497,8 @@ def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: i
     return n_iter
 
 
-def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history):
+def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
+           desc="k-means"):
     """Body of :func:`lloyd` for restarts (R, K, D), run under the geometry's threads."""
     centers = centers.clone()
     first = geometry.assign(X, centers)
@@ -539,8 +506,9 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
 
     def step(current, cur, running):
         new_centers, weight = geometry.update(X, current, cur, sample_weight)
-        relocate_empty(new_centers, weight, lambda r, m: X[
-            torch.argsort(cur.distances[r], descending=True)[:m]])
+        if not getattr(geometry, "relocates_empty", False):
+            relocate_empty(new_centers, weight, lambda r, m: X[
+                torch.argsort(cur.distances[r], descending=True)[:m]])
         new = geometry.assign(X, new_centers)
         rows = running.to(X.device)
         labels[rows], distances[rows] = new.labels, new.distances
@@ -552,7 +520,7 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history)
                             "labels": new.labels[0]})
         return new_centers, new, (new.labels == cur.labels).all(dim=1), inertia
 
-    n_iter = lloyd_iterations(centers, first, step, max_iter, tol, verbose)
+    n_iter = lloyd_iterations(centers, first, step, max_iter, tol, verbose, desc)
     refine = getattr(geometry, "refine", None)
     if refine is not None:  # exact distances for the inertia (see EuclideanGeometry.screen)
         distances = refine(X, centers, Assignment(labels, distances)).distances

@@ -6,8 +6,11 @@ Every function draws into a new or given matplotlib Figure and returns it; none 
 (``image_shape_`` / ``image_shape``) or inferred for square images, and rows that are not
 images are drawn as 1-D signals.
 
-Relevance maps use a diverging colormap centred at zero with symmetric limits
-``[-m, m]``: red speaks for the explained cluster, blue against it, white is neutral.
+Colour conventions, shared by the gallery and ``examples/demo.py``: images (samples,
+centroids) in ``"gray_r"``, dark ink on white; relevance maps in the diverging ``"bwr"``
+centred at zero with symmetric limits ``[-m, m]``: red speaks for the explained cluster,
+blue against it, white is neutral. ``shared_scale=True`` gives all panels of a call one
+scale and, with ``colorbar``, one labelled colorbar.
 """
 
 from __future__ import annotations
@@ -112,14 +115,29 @@ def _symmetric_limit(values: np.ndarray) -> float:
     return m if m > 0 else 1.0
 
 
+RELEVANCE_LABEL = "relevance\nred for, blue against"
+
+
+def _shared_colorbar(fig, mappable, panels, label: str):
+    """One colorbar for all ``panels`` (they share ``mappable``'s scale), labelled."""
+    bar = fig.colorbar(mappable, ax=list(panels), shrink=0.9, fraction=0.03, pad=0.01)
+    bar.set_label(label, fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    return bar
+
+
 # -- public functions --------------------------------------------------------------------
 def plot_centroids(
     estimator: Any,
     image_shape: Sequence[int] | None = None,
     *,
     n_cols: int | None = None,
-    cmap: str = "gray",
+    cmap: str = "gray_r",
     titles: bool | Sequence[str] = True,
+    shared_scale: bool = True,
+    colorbar: bool | str = False,
+    vmin: float | None = None,
+    vmax: float | None = None,
     fig=None,
     axes=None,
     figsize: tuple[float, float] | None = None,
@@ -137,11 +155,19 @@ def plot_centroids(
         is drawn as a 1-D heat strip.
     n_cols : int, default=None
         Panels per row; default ``min(n_clusters, 10)``.
-    cmap : str, default="gray"
-        Colormap of the centroid images.
+    cmap : str, default="gray_r"
+        Colormap of the centroid images (dark ink on white).
     titles : bool or sequence of str, default=True
-        True titles each panel with its cluster index (and its size when the estimator has
+        True titles each panel "cluster k" (with its size, "n=...", when the estimator has
         ``labels_``); a sequence gives one title per cluster; False draws none.
+    shared_scale : bool, default=True
+        One colour scale, from the smallest to the largest value of all centroids, so
+        that equal shades mean equal values; False scales each panel to its own range.
+    colorbar : bool or str, default=False
+        Add one colorbar for all panels (with ``shared_scale``); a string is its label.
+    vmin, vmax : float, default=None
+        Ends of the shared colour scale instead of the centroids' extremes (e.g. the
+        range of the data, so that several figures or rows share one scale).
     fig : matplotlib Figure, default=None
         Figure to add the panels to; a new one when None.
     axes : sequence of matplotlib Axes, default=None
@@ -177,12 +203,21 @@ def plot_centroids(
     fig, panels = _panel_axes(n_clusters, n_cols, fig=fig, axes=axes, figsize=figsize)
     labels = getattr(estimator, "labels_", None)
     sizes = np.bincount(np.asarray(labels), minlength=n_clusters) if labels is not None else None
+    lo, hi = (float(centers.min()), float(centers.max())) if shared_scale else (None, None)
+    if shared_scale:
+        lo, hi = (lo if vmin is None else float(vmin)), (hi if vmax is None else float(vmax))
+    if shared_scale and hi <= lo:
+        hi = lo + 1.0
     for k, ax in enumerate(panels):
-        _draw_row(ax, centers[k], shape, cmap=cmap)
+        mappable = _draw_row(ax, centers[k], shape, cmap=cmap, vmin=lo, vmax=hi)
         if titles is True:
-            ax.set_title(f"{k}" if sizes is None else f"{k} (n={sizes[k]})", fontsize=9)
+            ax.set_title(f"cluster {k}" if sizes is None else f"cluster {k}\nn={sizes[k]}",
+                         fontsize=9)
         elif titles:
             ax.set_title(titles[k], fontsize=9)
+    if colorbar and shared_scale:
+        _shared_colorbar(fig, mappable, panels,
+                         colorbar if isinstance(colorbar, str) else "centroid value")
     return fig
 
 
@@ -196,9 +231,9 @@ def plot_relevance(
     n_cols: int | None = None,
     shared_scale: bool = False,
     cmap: str = "bwr",
-    sample_cmap: str = "gray",
+    sample_cmap: str = "gray_r",
     titles: Sequence[str] | None = None,
-    colorbar: bool = True,
+    colorbar: bool | str = True,
     fig=None,
     axes=None,
     figsize: tuple[float, float] | None = None,
@@ -230,12 +265,14 @@ def plot_relevance(
         of one per sample (see the pattern of each).
     cmap : str, default="bwr"
         Diverging colormap of the relevance.
-    sample_cmap : str, default="gray"
-        Colormap of the sample panels.
+    sample_cmap : str, default="gray_r"
+        Colormap of the sample panels (dark ink on white).
     titles : sequence of str, default=None
         One title per sample, put over its first panel (the sample when ``show_sample``).
-    colorbar : bool, default=True
-        Add a colorbar next to every relevance map (each is an extra Axes of the figure).
+    colorbar : bool or str, default=True
+        Add a colorbar next to every relevance map (each is an extra Axes of the figure);
+        with ``shared_scale`` one colorbar for all of them. A string labels the
+        colorbar(s); True labels them "relevance, red for, blue against" (the cluster).
     fig : matplotlib Figure, default=None
         Figure to add the panels to; a new one when None.
     axes : sequence of matplotlib Axes, default=None
@@ -279,6 +316,7 @@ def plot_relevance(
     fig, panels = _panel_axes(n_samples * per_sample, n_cols * per_sample, fig=fig, axes=axes,
                               figsize=figsize, panel_size=2.0)
     shared = _symmetric_limit(R) if shared_scale else None
+    label = colorbar if isinstance(colorbar, str) else RELEVANCE_LABEL
     for i in range(n_samples):
         if show_sample:
             _draw_row(panels[per_sample * i], X[i], shape, cmap=sample_cmap)
@@ -298,8 +336,10 @@ def plot_relevance(
                 ax.contour(img, levels=[(lo + hi) / 2], colors="k", linewidths=0.8)
         if titles is not None:
             panels[per_sample * i].set_title(titles[i], fontsize=9, loc="left")
-        if colorbar:
-            fig.colorbar(mappable, ax=ax, shrink=0.8)
+        if colorbar and shared is None:
+            fig.colorbar(mappable, ax=ax, shrink=0.8).set_label(label, fontsize=7)
+    if colorbar and shared is not None:
+        _shared_colorbar(fig, mappable, panels[per_sample - 1::per_sample], label)
     return fig
 
 

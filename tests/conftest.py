@@ -54,3 +54,16 @@ def one_torch_thread():
 
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Report a skip raised inside an installed package (e.g. scikit-learn's estimator
+    checks raise ``unittest.SkipTest``, which pytest converts in its own unittest plugin)
+    at the test that ran it, so ``-rs`` never points into the virtual environment."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple):
+        path, _, reason = report.longrepr
+        if "site-packages" in str(path):
+            report.longrepr = (item.location[0], item.location[1] + 1, reason)

@@ -3,6 +3,7 @@
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -17,15 +18,27 @@ def _load_demo():
     return module
 
 
-def test_quick_demo_prints_table_checks_conservation_and_writes_figure(tmp_path, capsys):
+def test_quick_demo_prints_fair_table_checks_conservation_and_writes_figure(tmp_path, capsys):
     result = _load_demo().main(["--quick", "--output", str(tmp_path)])
     out = capsys.readouterr().out
-    assert "sklearn KMeans" in out and "ExplainableKMeans" in out and "ACC" in out
     names = [row["name"] for row in result["rows"]]
     assert names[0].startswith("sklearn KMeans") and "ExplainableKMeans" in names[1]
+    assert "SpatialTransformerKMeans" in names[2]
+    assert "float32" in out and "after a warm-up fit" in out and "median" in out
+    assert "ACC: " in out and "NMI, ARI: " in out  # the line saying what each column means
     assert all(0.0 <= row["acc"] <= 1.0 for row in result["rows"])
+    assert all(row["fit_s_min"] <= row["fit_s"] <= row["fit_s_max"] for row in result["rows"])
     assert result["rows"][1]["acc"] > 0.6  # digits cluster well; a broken fit would not
-    assert result["conservation_error"] < 1e-8
+    assert result["conservation_relative"] < 1e-6
+    assert sorted(result["match"].tolist()) == list(range(10))  # a one-to-one matching
+    assert len(result["examples"]) == 10  # a digit for every cluster
     figure = Path(result["figure"])
     assert figure.parent == tmp_path and figure.stat().st_size > 10_000
     assert str(figure) in out
+
+
+def test_matching_pairs_each_centroid_with_its_nearest_partner():
+    demo = _load_demo()
+    reference = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    other = reference[[2, 0, 1]] + 0.1
+    assert demo.match_centroids(reference, other).tolist() == [1, 2, 0]

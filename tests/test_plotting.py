@@ -37,7 +37,25 @@ def test_plot_centroids_draws_one_square_image_per_cluster(fitted):
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 3
     assert all(ax.images[0].get_array().shape == (4, 4) for ax in fig.axes)
-    assert fig.axes[0].get_title().startswith("0 (n=")
+    assert fig.axes[0].get_title().startswith("cluster 0\nn=")
+
+
+def test_plot_centroids_shares_one_scale_and_one_labelled_colorbar():
+    centers = np.array([[0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 0.0, 8.0]])
+    fig = plot_centroids(centers, colorbar="pixel value")
+    assert len(fig.axes) == 3  # two panels, one colorbar
+    assert {ax.images[0].get_clim() for ax in fig.axes[:2]} == {(0.0, 8.0)}
+    assert fig.axes[2].get_ylabel() == "pixel value"
+    assert plot_centroids(centers, vmin=0, vmax=16).axes[0].images[0].get_clim() == (0, 16)
+    own = plot_centroids(centers, shared_scale=False)
+    assert own.axes[0].images[0].get_clim() == (0.0, 3.0)
+
+
+def test_plot_relevance_shared_scale_draws_one_colorbar_saying_red_for_blue_against():
+    R = np.array([[1.0, -2.0, 0.0, 0.5], [4.0, 0.0, -1.0, 0.0]])
+    fig = plot_relevance(np.ones((2, 4)), R, show_sample=False, shared_scale=True)
+    assert len(fig.axes) == 3
+    assert "red for" in fig.axes[2].get_ylabel() and "blue against" in fig.axes[2].get_ylabel()
 
 
 def test_plot_centroids_uses_given_image_shape_and_accepts_raw_centroids():

@@ -25,6 +25,8 @@ import math
 import torch
 from torch import nn
 
+from .sparse import is_sparse, row_norms
+
 __all__ = [
     "squared_distances",
     "competitor_index",
@@ -45,6 +47,7 @@ def squared_distances(x: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
     Parameters
     ----------
     x : Tensor of shape (N, D)
+        Dense, or a sparse CSR tensor.
     centers : Tensor of shape (K, D)
 
     Returns
@@ -52,7 +55,10 @@ def squared_distances(x: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
     Tensor of shape (N, K)
         ``||x_n - centers_k||^2``, clamped at 0 against rounding.
     """
-    x_sq = (x * x).sum(dim=1, keepdim=True)
+    if is_sparse(x):
+        x_sq = row_norms(x)[:, None]
+    else:
+        x_sq = (x * x).sum(dim=1, keepdim=True)
     c_sq = (centers * centers).sum(dim=1)
     d = x_sq - 2.0 * (x @ centers.T) + c_sq
     return d.clamp_min_(0.0)

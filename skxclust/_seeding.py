@@ -1,0 +1,113 @@
+"""k-means++ seeding (scikit-learn's greedy variant), for dense and sparse (CSR) data.
+
+The seedings of several restarts run together: each draws from its own generator in the
+order a lone run would, and their distance computations share one matrix product per step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._threads import LLOYD_SERIAL_MACS, serial_threads, torch_threads
+from .nn.sparse import is_sparse, row_norms, take_rows
+
+__all__ = ["kmeans_plusplus", "kmeans_plusplus_restarts"]
+
+
+def kmeans_plusplus(
+    X: torch.Tensor,
+    n_clusters: int,
+    sample_weight: torch.Tensor,
+    generator: torch.Generator,
+    n_local_trials: int | None = None,
+) -> torch.Tensor:
+    """Greedy k-means++ seeding (Arthur & Vassilvitskii; sklearn's greedy variant).
+
+    Parameters
+    ----------
+    X : Tensor of shape (n, D), dense or sparse CSR
+    n_clusters : int
+    sample_weight : Tensor of shape (n,)
+    generator : torch.Generator
+        CPU generator; all random draws use it.
+    n_local_trials : int, optional
+        Candidates tried per centroid; default ``2 + log(n_clusters)``.
+
+    Returns
+    -------
+    Tensor of shape (n_clusters, D)
+    """
+    return kmeans_plusplus_restarts(X, n_clusters, sample_weight, [generator], n_local_trials)[0]
+
+
+def kmeans_plusplus_restarts(
+    X: torch.Tensor,
+    n_clusters: int,
+    sample_weight: torch.Tensor,
+    generators: list[torch.Generator],
+    n_local_trials: int | None = None,
+) -> torch.Tensor:
+    """Independent greedy k-means++ seedings, one per generator, computed together.
+
+    Each seeding draws from its own generator in the same order as a lone call of
+    :func:`kmeans_plusplus` would (the same generator object may be passed several times:
+    it is then consumed restart after restart), so the result equals stacking separate
+    calls; the distance computations of all restarts share one matrix product per step.
+
+    Returns
+    -------
+    Tensor of shape (len(generators), n_clusters, D)
+    """
+    if n_local_trials is None:
+        n_local_trials = 2 + int(math.log(n_clusters))
+    # Restarts per group: keep the (group * trials, n) distance block near 2**24 entries.
+    group = max(1, 2**24 // max(1, n_local_trials * X.shape[0]))
+    out = []
+    columns = n_local_trials * min(group, len(generators))
+    with torch_threads(serial_threads(X, columns, LLOYD_SERIAL_MACS)):
+        for i in range(0, len(generators), group):
+            out.append(_kmeans_plusplus(X, n_clusters, sample_weight,
+                                        generators[i:i + group], n_local_trials))
+    return torch.cat(out)
+
+
+def _kmeans_plusplus(X, n_clusters, sample_weight, generators, n_local_trials):
+    """Body of :func:`kmeans_plusplus_restarts` for one group of restarts."""
+    n, n_restarts = X.shape[0], len(generators)
+    sw = sample_weight.detach().to("cpu", torch.float64)
+    x_sq = row_norms(X)  # once, not per candidate batch
+    # All draws up front, restart by restart: the order a sequential run would use.
+    first, uniforms = [], []
+    for gen in generators:
+        first.append(int(torch.multinomial(sw / sw.sum(), 1, generator=gen)))
+        uniforms.append(torch.rand(n_clusters - 1, n_local_trials, generator=gen,
+                                   dtype=torch.float64))
+    uniforms = torch.stack(uniforms, dim=1) if n_clusters > 1 else None  # (K-1, R, T)
+
+    def dist_to(idx: torch.Tensor) -> torch.Tensor:
+        """Squared distances (len(idx), n) from the rows ``idx`` of X to every row."""
+        c = take_rows(X, idx.to(X.device))
+        if is_sparse(X):  # the sparse operand goes first: (n, len(idx)), transposed
+            d = torch.addmm(row_norms(c), X, c.T, alpha=-2.0).T.add_(x_sq)
+        else:
+            d = torch.addmm(row_norms(c)[:, None], c, X.T, alpha=-2.0).add_(x_sq)
+        return d.clamp_min_(0.0).to("cpu", torch.float64)
+
+    rows = torch.arange(n_restarts)
+    chosen = torch.empty(n_restarts, n_clusters, dtype=torch.long)
+    chosen[:, 0] = torch.tensor(first)
+    closest = dist_to(chosen[:, 0])  # (R, n)
+    potential = closest @ sw  # (R,)
+    for step in range(1, n_clusters):
+        cum = torch.cumsum(sw * closest, dim=1)
+        draws = uniforms[step - 1] * potential[:, None]  # (R, T)
+        cand = torch.searchsorted(cum, draws).clamp_max_(n - 1)
+        d_cand = torch.minimum(closest[:, None, :],
+                               dist_to(cand.reshape(-1)).view(n_restarts, n_local_trials, n))
+        pots = d_cand @ sw  # (R, T)
+        best = pots.argmin(dim=1)
+        closest, potential = d_cand[rows, best], pots[rows, best]
+        chosen[:, step] = cand[rows, best]
+    return take_rows(X, chosen.to(X.device).reshape(-1)).view(n_restarts, n_clusters, -1)
