@@ -273,7 +273,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         # One warped Lloyd step sharpens the over-segmentation, then its clusters are merged
         # by warped distances between their centroids.
         geometry = self._make_geometry(X.shape[1])
-        labels, _, centers, _ = lloyd(X, centers, geometry, sample_weight, max_iter=1, tol=0.0)
+        labels, _, centers, _ = lloyd(X, centers, geometry, sample_weight, max_iter=1, tol=0.0,
+                                      desc="SpatialTransformerKMeans init (warped step)")
         weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
         weight.index_add_(0, labels, sample_weight)
         d = geometry.pairwise(centers, centers)

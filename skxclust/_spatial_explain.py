@@ -28,6 +28,7 @@ import torch
 
 from ._base import empty_output
 from ._dask import blockwise
+from ._progress import track
 from ._validation import check_beta, check_explainable_n_clusters, check_target
 from .nn.lrp import auto_beta, neon_relevance
 from .nn.neuralized import cluster_evidence
@@ -47,7 +48,9 @@ class WarpExplanationMixin:
         Uses the same optimisation as ``predict`` (candidate screening included), so the
         arg-max of the evidence is the predicted label.
         """
-        for sl in geometry._chunks(Xt.shape[0]):
+        chunks = geometry._chunks(Xt.shape[0])
+        for sl in track(chunks, desc=type(self).__name__, unit="rows",
+                        sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
             losses, warps = geometry._optimize(Xt[sl], centers, screen=True)
             yield sl, losses, warps
 

@@ -21,6 +21,7 @@ from ._lloyd import (
     kmeans_plusplus_restarts,
     lloyd,
 )
+from ._progress import track
 from ._threads import torch_threads
 from .nn.align import (
     adjoint_sums,
@@ -214,7 +215,9 @@ class WarpGeometry:
         labels = torch.empty(n, dtype=torch.long, device=X.device)
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
         params = X.new_empty(n, model.n_basis, model.ndim)
-        for sl in self._chunks(n):
+        chunks = self._chunks(n)
+        for sl in track(chunks, desc="SpatialTransformerKMeans: aligning", unit="rows",
+                        sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
             losses, warps = self._optimize(X[sl], centers, screen=True)
             dists[sl], labels[sl] = losses.min(dim=1)
             params[sl] = warps[torch.arange(warps.shape[0], device=X.device), labels[sl]]
