@@ -9,9 +9,10 @@ Data: scikit-learn's 8 x 8 digits (raw 0..16 features, float32), K = 10, the sam
 ``random_state`` for every estimator. The rows are cut, in their stored order, into
 :data:`N_CHUNKS` chunks; :data:`N_PASSES` passes of ``partial_fit`` over the chunks are
 compared with one ``fit`` on all rows. The objective is the inertia on all of digits,
-the sum of ``transform(X).min(axis=1) ** 2`` (for ST K-means the warps are re-optimised for the final centroids, as in
-``predict``), for the streamed and the fitted model alike. Targets: streamed objective at
-most 1.10x the full fit's (ExplainableKMeans) and 1.25x (SpatialTransformerKMeans).
+the sum of ``transform(X).min(axis=1) ** 2`` (for ST K-means the warps are re-optimised
+for the final centroids, as in ``predict``), for the streamed and the fitted model alike.
+Targets: streamed objective at most 1.10x the full fit's (ExplainableKMeans) and 1.25x
+(SpatialTransformerKMeans).
 ``sklearn.cluster.MiniBatchKMeans.partial_fit`` on the same chunks is the peer.
 """
 
