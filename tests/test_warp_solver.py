@@ -1,0 +1,174 @@
+"""The regularised warp fit of ST K-means (skxclust.nn.warp_solver) and its penalty."""
+
+import numpy as np
+import pytest
+import torch
+
+from skxclust.nn.tps import control_points, pixel_grid, tps_penalty_matrices
+from skxclust.nn.warp_solver import _Coordinates, _Pairs, fit_warps, warp_energy, warp_log_volume
+from skxclust.nn.warps import make_warp_model, warp_images
+
+F64 = torch.float64
+MODELS = [((9, 10), "tps", 9), ((9, 10), "affine", 9), ((9, 10), "affine+tps", 9),
+          ((1, 15), "tps", 4), ((12, 1), "affine+tps", 9)]
+
+
+def blob(shape, center=(0.0, 0.0), width=0.35):
+    """A Gaussian blob, flattened; 1-D shapes give a bump along their axis."""
+    ndim = 1 if min(shape) == 1 else 2
+    p = pixel_grid(shape, ndim, F64)
+    c = torch.tensor(center[:ndim], dtype=F64)
+    return torch.exp(-((p - c) ** 2).sum(1) / (2 * width**2))
+
+
+def images(shape, n):
+    """``n`` blobs at different places and widths (samples) and two centroids."""
+    g = torch.Generator().manual_seed(0)
+    centers = torch.rand(n, 2, generator=g, dtype=F64) * 0.5 - 0.25
+    x = torch.stack([blob(shape, c.tolist(), 0.3 + 0.1 * i / n) for i, c in enumerate(centers)])
+    mu = torch.stack([blob(shape), blob(shape, (0.2, -0.1), 0.45)])
+    return x, mu
+
+
+@pytest.mark.parametrize("shape, transform, n_landmarks", MODELS)
+def test_normal_equations_are_gauss_newton_of_the_energy(shape, transform, n_landmarks):
+    # b is half the gradient of E and A - lambda G is J^T J, J from autograd
+    model = make_warp_model(shape, n_landmarks, transform, F64)
+    x, mu = images(shape, 1)
+    g = torch.Generator().manual_seed(1)
+    flat = 0.05 * torch.randn(1, model.n_params, generator=g, dtype=F64)
+    gram = model.penalty_gram(0.7, 0.3)
+    pairs = _Pairs(mu[:1].reshape(1, 1, *shape), x[None], model, torch.tensor([2.0], dtype=F64),
+                   gram)
+    _, residual = pairs.energy(flat)
+    hess, grad = pairs.normal_system(flat, residual, _Coordinates(model))
+
+    v = flat.clone().requires_grad_(True)
+    energy, _ = pairs.energy(v)
+    (auto_grad,) = torch.autograd.grad(energy.sum(), v)
+    torch.testing.assert_close(grad, 0.5 * auto_grad)
+
+    def warped(params):
+        return pairs.energy(params)[1].reshape(-1)
+
+    jac = torch.autograd.functional.jacobian(warped, flat).reshape(-1, model.n_params)
+    torch.testing.assert_close(hess[0], jac.T @ jac + 2.0 * gram)
+
+
+@pytest.mark.parametrize("shape, transform, n_landmarks", MODELS)
+def test_fitted_energy_never_exceeds_the_identity_energy(shape, transform, n_landmarks):
+    model = make_warp_model(shape, n_landmarks, transform, F64)
+    x, mu = images(shape, 5)
+    start, _ = fit_warps(x, mu, model, penalty=1.0, n_steps=0)
+    energy, params = fit_warps(x, mu, model, penalty=1.0, n_steps=8)
+    assert torch.all(energy <= start + 1e-12)
+    assert torch.all(energy < start)  # every pair here can do better than the identity
+    torch.testing.assert_close(warp_energy(x, mu, model, params, 1.0), energy)
+
+
+def test_a_known_warp_is_recovered_and_the_fit_is_converged():
+    shape = (16, 16)
+    model = make_warp_model(shape, 9, "tps", F64)
+    mu = blob(shape, (0.0, 0.0), 0.3)[None]
+    g = torch.Generator().manual_seed(2)
+    true = 0.08 * torch.randn(1, 1, model.n_basis, 2, generator=g, dtype=F64)
+    x = warp_images(mu, model, true)[0]
+    identity, _ = fit_warps(x, mu, model, penalty=1e-6, n_steps=0)
+    energy, params = fit_warps(x, mu, model, penalty=1e-6, n_steps=20)
+    assert float(energy) < 1e-4 * float(identity)
+    grid_error = (model.basis @ (params[0, 0] - true[0, 0])).abs().max()
+    assert float(grid_error) < 0.01  # the warp, not just the image, is recovered
+    more, _ = fit_warps(x, mu, model, penalty=1e-6, n_steps=40)
+    assert float(energy - more) <= 1e-3 * float(identity)
+
+
+def test_doubling_the_steps_barely_moves_the_energies():
+    shape = (12, 12)
+    model = make_warp_model(shape, 16, "tps", F64)
+    x, mu = images(shape, 8)
+    contrast = ((x - x.mean(1, keepdim=True)) ** 2).sum(1)
+    e10, _ = fit_warps(x, mu, model, penalty=contrast, n_steps=10)
+    e20, _ = fit_warps(x, mu, model, penalty=contrast, n_steps=20)
+    assert torch.all(e20 <= e10 + 1e-12)
+    assert float(((e10 - e20) / e10).max()) < 1e-3
+
+
+def test_the_initial_damping_hardly_changes_the_fit():
+    shape = (12, 12)
+    model = make_warp_model(shape, 16, "tps", F64)
+    x, mu = images(shape, 6)
+    a, _ = fit_warps(x, mu, model, penalty=1.0, n_steps=15, damping=1e-3)
+    b, _ = fit_warps(x, mu, model, penalty=1.0, n_steps=15, damping=1e-1)
+    torch.testing.assert_close(a, b, rtol=1e-3, atol=0)
+
+
+def test_pairs_are_fitted_independently_of_their_chunk():
+    shape = (10, 10)
+    model = make_warp_model(shape, 9, "tps", F64)
+    x, mu = images(shape, 6)
+    energy, params = fit_warps(x, mu, model, penalty=0.5, n_steps=6)
+    one, one_params = fit_warps(x[3:4], mu[1:2], model, penalty=0.5, n_steps=6)
+    torch.testing.assert_close(one[0, 0], energy[3, 1])
+    torch.testing.assert_close(one_params[0, 0], params[3, 1])
+
+
+def test_screening_keeps_the_fits_of_the_surviving_pairs():
+    shape = (10, 10)
+    model = make_warp_model(shape, 9, "tps", F64)
+    x, _ = images(shape, 6)
+    mu = torch.stack([blob(shape, (0.1 * k - 0.2, 0.0), 0.3 + 0.05 * k) for k in range(4)])
+    full, _ = fit_warps(x, mu, model, penalty=0.5, n_steps=8)
+    screened, _ = fit_warps(x, mu, model, penalty=0.5, n_steps=8, n_candidates=2,
+                            screen_steps=2)
+    first, _ = fit_warps(x, mu, model, penalty=0.5, n_steps=2)
+    kept = first.topk(2, dim=1, largest=False).indices
+    rows = torch.arange(x.shape[0])[:, None]
+    torch.testing.assert_close(screened[rows, kept], full[rows, kept])
+    assert torch.all(screened >= full - 1e-12)  # dropped pairs keep an upper bound
+
+
+def test_penalty_splits_bending_from_pose_and_means_the_same_at_every_grid():
+    bend, pose, plain = [], [], []
+    for g in (3, 4, 6):
+        c = control_points(g, 2, F64)
+        bending, affine, poly = tps_penalty_matrices(c)
+        a = torch.tensor([[0.1, -0.05], [0.2, 0.1], [-0.1, 0.3]], dtype=F64)
+        delta = poly @ a
+        assert float(torch.trace(delta.T @ bending @ delta)) < 1e-10
+        torch.testing.assert_close(torch.trace(delta.T @ affine @ delta), (a**2).sum())
+        field = torch.stack([0.1 * c[:, 0] ** 2, 0.05 * c[:, 0] * c[:, 1]], 1)
+        bend.append(float(torch.trace(field.T @ bending @ field)))
+        pose.append(float(torch.trace(delta.T @ affine @ delta)))
+        plain.append(float((delta**2).sum()))
+    assert max(bend) / min(bend) < 1.3  # converges as the grid is refined
+    assert max(pose) / min(pose) < 1 + 1e-9
+    assert plain[-1] / plain[0] > 2.5  # a plain ||delta||^2 grows with the landmarks
+
+
+def test_log_volume_is_the_log_determinant_ratio_and_grows_with_flexibility():
+    shape = (12, 12)
+    x, mu = images(shape, 4)
+    volumes = []
+    for n_landmarks in (4, 9, 16):
+        model = make_warp_model(shape, n_landmarks, "tps", F64)
+        _, params = fit_warps(x, mu[:1], model, penalty=1.0, n_steps=10)
+        vol = warp_log_volume(x, mu[[0, 0, 0, 0]], model, params[:, 0], 1.0)
+        gram = model.penalty_gram()
+        pairs = _Pairs(mu[:1].reshape(1, 1, *shape), x[None], model,
+                       torch.ones(4, dtype=F64), gram)
+        flat = params[:, 0].reshape(4, -1)
+        hess, _ = pairs.normal_system(flat, pairs.energy(flat)[1], _Coordinates(model))
+        expected = torch.logdet(hess) - torch.logdet(gram)
+        torch.testing.assert_close(vol, expected)
+        volumes.append(vol)
+    assert torch.all(volumes[0] < volumes[1]) and torch.all(volumes[1] < volumes[2])
+
+
+def test_float32_fits_match_float64():
+    shape = (10, 10)
+    model64 = make_warp_model(shape, 9, "tps", F64)
+    model32 = make_warp_model(shape, 9, "tps", torch.float32)
+    x, mu = images(shape, 4)
+    e64, _ = fit_warps(x, mu, model64, penalty=1.0, n_steps=10)
+    e32, _ = fit_warps(x.float(), mu.float(), model32, penalty=1.0, n_steps=10)
+    np.testing.assert_allclose(e32.double().numpy(), e64.numpy(), rtol=1e-3)
