@@ -176,8 +176,130 @@ def explainable_section(data: dict) -> str:
     return intro + "\n\n" + table(header, body, "l" + "r" * len(names) + "l")
 
 
+QUALITY_LABELS = {"kmeans": "sklearn KMeans, n_init=10", "st_affine": 'ST K-means, `warp="affine"`',
+                  "st_tps": 'ST K-means, `warp="tps"` (default)',
+                  "st_affine_tps": 'ST K-means, `warp="affine+tps"`'}
+
+
+def _mean_min(summary: dict, key: str) -> str:
+    return f"{summary[f'{key}_mean']:.3f} ({summary[f'{key}_min']:.3f})"
+
+
+def _quality_targets(name: str, d: dict, targets: dict) -> str:
+    """``digits: mean 0.887 ≥ 0.90 missed, ...`` for st_tps of one data set."""
+    s, met_ = d["methods"]["st_tps"]["summary"], d.get("targets_met") or {}
+    parts = [f"mean {s['acc_mean']:.3f} ≥ {targets['mean']:.2f} {met(met_.get('mean'))}",
+             f"min {s['acc_min']:.3f} ≥ {targets['min']:.2f} {met(met_.get('min'))}"]
+    if "aim_mean" in targets:
+        parts.append(f"aim mean ≥ {targets['aim_mean']:.2f} {met(met_.get('aim_mean'))}")
+    below = s.get("splits_below_kmeans")
+    if below is not None:
+        parts.append(f"below k-means on {below} of {s['splits_compared_with_kmeans']} splits "
+                     f"(none allowed): {met(met_.get('never_below_kmeans'))}")
+    return f"{DATA_NAMES.get(name, name)}: {', '.join(parts)}"
+
+
 def quality_section(data: dict) -> str:
-    """ACC / NMI / ARI of ST K-means against k-means, with the ACC bar and aim."""
+    """Held-out ``predict`` ACC / NMI / ARI over random splits, against k-means and targets."""
+    if "splits" not in data:
+        return _quality_single_seed(data)
+    rows, targets, iterations = [], [], []
+    for name, d in data["datasets"].items():
+        methods = d["methods"]
+        best = max(m["summary"]["acc_mean"] for m in methods.values())
+        for i, (label, m) in enumerate(methods.items()):
+            s = m["summary"]
+            acc = _mean_min(s, "acc")
+            below = s.get("splits_below_kmeans")
+            rows.append([_data(name, d) if i == 0 else DATA_NAMES.get(name, name),
+                         QUALITY_LABELS.get(label, label),
+                         f"**{acc}**" if s["acc_mean"] == best else acc,
+                         _mean_min(s, "nmi"), _mean_min(s, "ari"), f"{s['labels_acc_mean']:.3f}",
+                         f"{s['agreement_min']:.4f}", seconds(s["fit_seconds_mean"]),
+                         "–" if below is None else
+                         f"{below} of {s['splits_compared_with_kmeans']}"])
+        goal = data.get("targets_acc", {}).get(name)
+        if "st_tps" in methods and goal:
+            targets.append(_quality_targets(name, d, goal))
+        accs = methods.get("st_tps", {}).get("splits", [{}])[0].get("acc_per_iteration", [])
+        shown = [f"{a:.3f}" for a in accs[:3]] + (["…", f"{accs[-1]:.3f}"] if len(accs) > 3
+                                                  else [])
+        if shown:
+            iterations.append(f"{DATA_NAMES.get(name, name)} {' → '.join(shown)}")
+    intro = ("**Clustering quality on held-out rows** (`bench_quality.py` → `quality.json`; "
+             f"{data.get('n_clusters', '?')} clusters, {data['splits']} random stratified "
+             f"{100 - round(100 * data.get('test_size', 0.2))}/"
+             f"{round(100 * data.get('test_size', 0.2))} splits, split s fitted with "
+             "`random_state=s`, default parameters, no labels in fitting or selection; "
+             "`predict` scored on the held-out rows, mean (min) over the splits, best mean ACC "
+             "per data set in bold; `labels_` ACC on the training rows; agreement: the "
+             "smallest fraction of training rows where `predict(X_train)` equals `labels_`):")
+    if _quick(data):
+        q = data.get("quick_settings", {})
+        intro += (f" quick run, {q.get('rows', '?')}-row subset, ST fits shortened to "
+                  f"{q.get('st_params', '?')}: not comparable to a full run.")
+    text = intro + "\n\n" + table(
+        ["data", "method", "held-out ACC", "held-out NMI", "held-out ARI", "`labels_` ACC",
+         "agreement (min)", "fit time (mean)", "splits below k-means"], rows, "llrrrrrrr")
+    if targets:
+        text += ("\n\nTargets of ST K-means (TPS, default) on held-out ACC: "
+                 + "; ".join(targets) + ".")
+    if iterations:
+        text += (" Training-row ACC per Lloyd iteration of split 0 (TPS; iteration 0 is the "
+                 "assignment to the initial centroids): " + "; ".join(iterations) + ".")
+    return text
+
+
+def _setting(params: dict) -> str:
+    order = sorted(params, key=lambda k: (k != "n_landmarks", k))
+    return ", ".join(f"{k}={params[k]:g}" if isinstance(params[k], (int, float))
+                     else f"{k}={params[k]}" for k in order)
+
+
+def model_selection_section(data: dict) -> str:
+    """GridSearchCV by the ST estimator's score (and by distortion), judged held out."""
+    rows, verdicts = [], []
+    within = data.get("targets", {}).get("within_best", 0.02)
+    for name, d in data["datasets"].items():
+        best, n = d["best"], len(d["settings"])
+        for i, key in enumerate(("selected", "by_distortion")):
+            c = d[key]
+            rho = c.get("spearman_with_acc")
+            label = (f"{DATA_NAMES.get(name, name)} ({d['selection_rows']} rows; "
+                     f"{d['held_out_rows']} held out)") if i == 0 else DATA_NAMES.get(name, name)
+            rows.append([label, "`score` (GridSearchCV)" if key == "selected" else
+                         "plain distortion", f"`{_setting(c['params'])}`",
+                         f"{c['selected_acc']:.3f}", f"{c['selected_rank']} of {n}",
+                         "–" if rho is None else f"{rho:+.2f}",
+                         f"{best['acc']:.3f} (`{_setting(best['params'])}`)",
+                         f"{d['median_acc']:.3f}",
+                         "yes" if c["selected_acc"] >= best["acc"] - within else "no"])
+        t = d.get("targets_met", {})
+        verdict = f"{DATA_NAMES.get(name, name)}: within {within:g} of the best " + met(
+            t.get("within_best"))
+        floor = data.get("targets", {}).get("selected_acc_min", {}).get(name)
+        if floor is not None and "selected_acc_min" in t:
+            verdict += f", selected ≥ {floor:.2f} held out {met(t['selected_acc_min'])}"
+        verdicts.append(verdict)
+    grid = data.get("grid", {})
+    intro = ("**Model selection without labels** (`bench_model_selection.py` → "
+             f"`model_selection.json`; `GridSearchCV(SpatialTransformerKMeans("
+             f"{data.get('n_clusters', '?')}, random_state={data.get('random_state', 0)}), "
+             f"{json.dumps(grid)}, cv={data.get('cv', '?')})` scored by the estimator's own "
+             "`score`, beside the same folds scored by plain distortion; every setting then "
+             "fitted on the selection rows, its `predict` scored on the remaining rows; rank 1 "
+             "= best held-out ACC of the grid):")
+    if _quick(data):
+        intro += f" quick run, ST fits shortened to {data.get('st_params')}: not comparable."
+    text = intro + "\n\n" + table(
+        ["data", "criterion", "selected setting", "held-out ACC", "rank", "Spearman ρ with "
+         "held-out ACC", "grid best ACC", "grid median ACC", f"within {within:g} of best"],
+        rows, "lllrrrlrl")
+    return text + "\n\nTargets (selection by `score`): " + "; ".join(verdicts) + "."
+
+
+def _quality_single_seed(data: dict) -> str:
+    """The former ``quality.json`` (one seed, ``labels_`` scored): until it is re-run."""
     labels = {"kmeans": "sklearn KMeans, n_init=10", "st_affine": 'ST K-means, `warp="affine"`',
               "st_tps": 'ST K-means, `warp="tps"` (default)',
               "st_affine_tps": 'ST K-means, `warp="affine+tps"`'}
@@ -347,6 +469,7 @@ def generic_section(name: str, data: dict) -> str:
 SECTIONS = {  # result file stem -> section; README order. Others: generic_section.
     "explainable": explainable_section,
     "quality": quality_section,
+    "model_selection": model_selection_section,
     "st_speed": st_speed_section,
     "faithfulness": faithfulness_section,
 }

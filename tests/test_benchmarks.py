@@ -1,7 +1,9 @@
-"""The benchmark runner and report (``python -m benchmarks``), without running benchmarks.
+"""The benchmark runner and report (``python -m benchmarks``).
 
 The README's results section must be what ``benchmarks/report.py`` makes of the committed
-``benchmarks/results/*.json``, so the README cannot drift from the measurements.
+``benchmarks/results/*.json``, so the README cannot drift from the measurements. The only
+benchmarks run here are the ``--quick`` runs of ``bench_quality`` and
+``bench_model_selection`` (about 20 s, slow-marked), whose JSON layout the report reads.
 """
 
 import importlib
@@ -11,6 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,3 +159,92 @@ def test_machine_info_names_no_host_and_no_path():
     if platform.node():
         assert platform.node() not in text
     assert shutil.which("git") is None or info["git"]["commit"]
+
+
+# ------------------------------------------- held-out quality and model selection (issue 12)
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory):
+    """``--quick`` runs of bench_quality and bench_model_selection (about 20 s), each in its
+    own process as ``python -m benchmarks`` runs them, into a temporary folder."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("quick_results")
+    assert runner.main(["--quick", "--only", "quality,model_selection", "--output-dir",
+                        str(out), "--no-readme"]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_quick_quality_json_holds_held_out_measures_per_split(quick_results):
+    data = json.loads((quick_results / "quality.json").read_text())
+    assert data["quick"] and data["splits"] == 2 and data["test_size"] == 0.2
+    digits = data["datasets"]["digits"]
+    assert (digits["n_samples"], digits["n_train"], digits["n_test"]) == (600, 480, 120)
+    assert list(digits["methods"]) == ["kmeans", "st_affine", "st_tps"]
+    for label, m in digits["methods"].items():
+        assert [s["seed"] for s in m["splits"]] == [0, 1]
+        for s in m["splits"]:
+            assert {"acc", "nmi", "ari", "labels_acc", "agreement", "fit_seconds",
+                    "n_iter"} <= set(s)
+            assert 0 <= s["agreement"] <= 1 and 0 < s["acc"] <= 1
+            assert ("acc_per_iteration" in s) == (label != "kmeans")
+        assert m["summary"]["acc_min"] <= m["summary"]["acc_mean"]
+        assert m["params"]["random_state"] == 1  # the last split's seed
+    assert digits["methods"]["kmeans"]["summary"]["splits_below_kmeans"] is None
+    assert digits["methods"]["st_tps"]["summary"]["splits_compared_with_kmeans"] == 2
+    assert set(digits["targets_met"]) == {"mean", "min", "never_below_kmeans"}
+
+
+@pytest.mark.slow
+def test_quick_model_selection_json_and_report(quick_results):
+    data = json.loads((quick_results / "model_selection.json").read_text())
+    d = data["datasets"]["digits"]
+    assert data["quick"] and data["n_settings"] == len(d["settings"]) == 2
+    assert (d["selection_rows"], d["held_out_rows"]) == (300, 1797 - 300)
+    ranks = [s["rank_test_score"] for s in d["settings"]]
+    assert d["selected"]["selected_index"] == ranks.index(1)
+    assert d["best"]["acc"] == max(s["held_out_acc"] for s in d["settings"])
+    assert set(d["targets_met"]) == {"within_best"}
+    text = report.render(quick_results)
+    assert "**Clustering quality on held-out rows**" in text
+    assert "| digits (600 × 64) | sklearn KMeans, n_init=10 |" in text
+    assert "Targets of ST K-means (TPS, default) on held-out ACC: digits: mean" in text
+    assert "**Model selection without labels**" in text
+    assert "| digits (300 rows; 1497 held out) | `score` (GridSearchCV) |" in text
+    assert "Targets (selection by `score`): digits: within 0.02 of the best" in text
+    assert text.count("quick run") >= 2 and str(ROOT) not in text
+
+
+def test_quality_summary_compares_each_split_with_kmeans():
+    from benchmarks import bench_quality as bq
+
+    def split(seed, acc):
+        return {"seed": seed, "acc": acc, "nmi": acc, "ari": acc, "labels_acc": acc + 0.01,
+                "agreement": 1.0 - seed / 100, "fit_seconds": 1.0 + seed}
+
+    methods = {"kmeans": {"splits": [split(0, 0.80), split(1, 0.85)]},
+               "st_tps": {"splits": [split(0, 0.95), split(1, 0.84)]}}
+    bq.summarise(methods)
+    s = methods["st_tps"]["summary"]
+    assert s["acc_mean"] == pytest.approx(0.895) and s["acc_min"] == 0.84
+    assert s["splits_below_kmeans"] == 1 and s["agreement_min"] == 0.99
+    assert s["fit_seconds_mean"] == 1.5
+    assert bq.judge("digits", methods) == {"mean": False, "min": False,
+                                           "never_below_kmeans": False}
+    assert bq.judge("mnist5k", methods) == {"mean": True, "min": False, "aim_mean": False,
+                                            "never_below_kmeans": False}
+    del methods["kmeans"]
+    bq.summarise(methods)
+    assert bq.judge("digits", methods)["never_below_kmeans"] is None
+
+
+def test_model_selection_criterion_ranks_by_held_out_acc():
+    from benchmarks import bench_model_selection as bm
+
+    c = bm.criterion("distortion", [3.0, 1.0, 2.0], [0.80, 0.90, 0.85])
+    assert (c["selected_index"], c["selected_acc"], c["selected_rank"]) == (0, 0.80, 3)
+    assert c["spearman_with_acc"] == pytest.approx(-1.0)
+    assert bm.criterion("score", [1.0, 1.0], [0.5, 0.6], pick=1)["selected_rank"] == 1
+    assert bm.spearman([1.0, 1.0], [0.5, 0.6]) is None
+    est = type("Fitted", (), {"transform": lambda self, X: np.array([[1.0, 2.0], [3.0, 0.5]]),
+                              "score": lambda self, X: -7.0})()
+    assert bm.distortion_score(est, None) == -1.25 and bm.own_score(est, None) == -7.0
