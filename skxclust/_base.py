@@ -132,6 +132,11 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         self._after_fit(X, assignment.labels, centers)
         return assignment
 
+    def _refine_fit(self, X, sample_weight, geometry, tol, generator, fit):
+        """Improve the kept restart ``fit = (labels, inertia, centers, n_iter)`` of an
+        in-memory fit; the default keeps it as it is."""
+        return fit
+
     def _embed(self, X: torch.Tensor) -> torch.Tensor:
         """Map validated input rows to the space that is clustered (identity here)."""
         return X
@@ -229,10 +234,10 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             centers = self._init_centroids(Xt, sw, generators, init_array, shift)
             if self.verbose:
                 print(f"Initialization complete: {n_init} restart(s)")
-            labels, inertia, centers, n_iter = best_restart(
-                lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
-                      desc=f"{type(self).__name__}.fit")
-            )
+            labels, inertia, centers, n_iter = self._refine_fit(
+                Xt, sw, geometry, tol, generators[0], best_restart(
+                    lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
+                          desc=f"{type(self).__name__}.fit")))
 
             self._warn_distinct(int(torch.unique(labels).numel()))
             self.cluster_centers_ = (centers + shift).cpu().numpy()

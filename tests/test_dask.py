@@ -96,8 +96,10 @@ def assert_same_fit(a, b, rtol=1e-9):
 def test_fit_equals_the_in_memory_fit_for_the_same_init(name, scheduler):
     X = data_for(name)
     init = X[[0, 40, 80, 110]] + 0.5
-    memory = make(name, init=init).fit(X)
-    blockwise = make(name, init=init).fit(da.from_array(X, chunks=(ROW_CHUNKS, 3)))
+    # ST's split-merge moves run in memory only; without them the two fits are equal
+    extra = {} if name == "explainable" else {"split_merge_moves": 0}
+    memory = make(name, init=init, **extra).fit(X)
+    blockwise = make(name, init=init, **extra).fit(da.from_array(X, chunks=(ROW_CHUNKS, 3)))
     assert_same_fit(memory, blockwise)
     assert isinstance(blockwise.labels_, np.ndarray)
 

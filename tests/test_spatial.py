@@ -171,6 +171,29 @@ def test_every_init_gives_a_valid_fit(shapes, init):
     assert st.n_iter_ >= 1 and np.isfinite(st.inertia_)
 
 
+@pytest.mark.parametrize("moves, ari", [(0, "bad"), (2, 1.0)])
+def test_split_merge_moves_repair_a_fit_with_two_shapes_in_one_cluster(moves, ari):
+    # two centroids start on bars, one between a ring and an L: Lloyd iterations keep
+    # the ring and the L together; a split-merge move separates them
+    X, y = deformed_dataset(n_per_class=10)
+    init = np.stack([X[0], X[5], 0.5 * (X[12] + X[25])])
+    st = SpatialTransformerKMeans(3, init=init, n_landmarks=9, split_merge_moves=moves,
+                                  random_state=0).fit(X)
+    if ari == "bad":
+        assert adjusted_rand_score(y, st.labels_) < 0.9
+    else:
+        assert adjusted_rand_score(y, st.labels_) == ari
+        np.testing.assert_array_equal(st.predict(X), st.labels_)
+
+
+def test_split_merge_moves_are_reported_with_verbose(capsys):
+    X, _ = deformed_dataset(n_per_class=10)
+    init = np.stack([X[0], X[5], 0.5 * (X[12] + X[25])])
+    SpatialTransformerKMeans(3, init=init, n_landmarks=9, verbose=1, random_state=0).fit(X)
+    out = capsys.readouterr().out
+    assert "Split-merge move 1" in out and "kept" in out
+
+
 def test_ward_merge_joins_the_closest_clusters_first():
     d = np.array([[0, 1, 9, 9], [1, 0, 9, 9], [9, 9, 0, 2], [9, 9, 2, 0.0]])
     np.testing.assert_array_equal(ward_merge(d, np.ones(4), 3), [0, 0, 1, 2])

@@ -36,7 +36,8 @@ def test_input_frame_relevance_sums_to_the_warped_evidence(fitted, target):
 
 def test_without_warping_relevance_equals_explainable_kmeans():
     init = X[[0, 60, 120, 180]]
-    st = SpatialTransformerKMeans(n_clusters=4, n_steps=0, init=init, device="cpu").fit(X)
+    st = SpatialTransformerKMeans(n_clusters=4, n_steps=0, init=init, max_iter=300,
+                                  device="cpu").fit(X)
     km = ExplainableKMeans(n_clusters=4, init=init, device="cpu").fit(X)
     assert st.beta_ == pytest.approx(km.beta_, rel=1e-10)
     np.testing.assert_allclose(st.decision_function(X), km.decision_function(X),

@@ -1,0 +1,128 @@
+"""Split–merge moves: the escape from the local optima that Lloyd iterations cannot leave.
+
+Lloyd iterations only move samples between neighbouring clusters, so a fit that starts
+with two classes in one cluster and another class split over two keeps that mistake.
+A *split–merge move* removes one cluster (its members go to their second-nearest
+centroid) and splits another in two, keeping the number of clusters:
+
+- the cluster ``c`` to split is the one whose two-cluster fit (Euclidean 2-means seeding,
+  then warped Lloyd steps in the geometry) lowers its members' distortion the most;
+- with the two halves ``h1, h2`` in place of ``c``, the distortion of the whole data
+  after removing cluster ``a`` is estimated for every ``a`` from the distances to the
+  remaining centroids and to the halves (every sample goes to the nearest one left);
+- when the best estimate is below the current distortion (or less than 2 % above it: the
+  Lloyd iterations that follow lower it further), the halves replace ``c`` and ``a``,
+  Lloyd iterations run from there, and the move is kept only if the distortion of the
+  whole fit falls.
+
+Only the fit's own objective decides; no labels are used. Classical in k-means
+(e.g. the "jump" moves of Hamerly's and Ding's split–merge k-means variants); here it is
+what lets ST K-means recover from an initialisation that merged two digit classes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._lloyd import lloyd
+
+__all__ = ["split_merge"]
+
+# A move is tried when its estimated distortion, before any Lloyd iteration, is within this
+# fraction above the current one: the Lloyd iterations that follow the move lower it
+# further, and only the distortion they reach decides whether the move is kept.
+_SLACK = 0.02
+
+
+def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_centers):
+    """Gain of splitting each cluster in two, and the two centroids of each split."""
+    n_clusters = int(labels.max()) + 1 if labels.numel() else 0
+    gains = torch.full((n_clusters,), -torch.inf, dtype=torch.float64)
+    halves = [None] * n_clusters
+    for c in range(n_clusters):
+        members = torch.nonzero(labels == c).flatten()
+        if members.numel() < 4:
+            continue
+        Xc, wc = X[members], sample_weight[members]
+        seeds, _ = seed_centers(Xc, 2, wc, generator)
+        _, inertia, centers, _ = lloyd(Xc, seeds, geometry, wc, max_iter=2, tol=0.0)
+        before = float((nearest[members].to(torch.float64) * wc.to(torch.float64)).sum())
+        gains[c] = before - float(inertia)
+        halves[c] = centers
+    return gains, halves
+
+
+def split_merge(X, sample_weight, geometry, fit, *, tol, max_moves, max_iter, generator,
+                seed_centers, verbose=0):
+    """Improve a Lloyd fit by up to ``max_moves`` split–merge moves (see module docstring).
+
+    Parameters
+    ----------
+    X : Tensor of shape (n, D)
+    sample_weight : Tensor of shape (n,)
+    geometry : geometry object of :func:`skxclust._lloyd.lloyd`
+    fit : tuple
+        ``(labels, inertia, centers, n_iter)`` of a single run.
+    tol : float
+        Lloyd tolerance (already scaled).
+    max_moves : int
+        Moves tried at most; the first move that does not lower the distortion ends it.
+    max_iter : int
+        Lloyd iterations after each move.
+    generator : torch.Generator
+        Seeds the 2-means splits.
+    seed_centers : callable ``seed_centers(X, k, sample_weight, generator) -> (centers, _)``
+        Seeding of the two-cluster fits (e.g. Euclidean k-means).
+    verbose : int, default=0
+
+    Returns
+    -------
+    tuple
+        ``(labels, inertia, centers, n_iter)``; ``n_iter`` adds the iterations run after
+        kept moves.
+    """
+    labels, inertia, centers, n_iter = fit
+    n_clusters = centers.shape[0]
+    for move in range(max_moves):
+        if n_clusters < 3:
+            break
+        distances = geometry.pairwise(X, centers)
+        nearest = distances.gather(1, labels[:, None])[:, 0]
+        gains, halves = _split_gains(X, sample_weight, labels, nearest, geometry, generator,
+                                     seed_centers)
+        split = int(torch.argmax(gains))
+        if halves[split] is None:
+            break
+        # Distances with the halves in place of the split centroid; removing cluster a
+        # sends each sample to the nearest centroid left.
+        options = torch.cat([distances, geometry.pairwise(X, halves[split])], 1)
+        options[:, split] = torch.inf
+        two = options.topk(2, dim=1, largest=False)
+        w64 = sample_weight.to(torch.float64)
+        best = two.values[:, 0].to(torch.float64)
+        estimate = torch.full((n_clusters,), float(w64 @ best), dtype=torch.float64,
+                              device=X.device)
+        # without cluster a, its samples whose nearest was a fall back to their second
+        extra = w64 * (two.values[:, 1] - two.values[:, 0]).to(torch.float64)
+        lost = two.indices[:, 0]
+        inside = lost < n_clusters
+        estimate.index_add_(0, lost[inside], extra[inside])
+        estimate[split] = torch.inf
+        removed = int(torch.argmin(estimate))
+        if verbose:
+            print(f"Split-merge move {move + 1}: split cluster {split}, remove cluster "
+                  f"{removed}: estimated distortion {float(estimate[removed]):.6g} "
+                  f"(now {float(inertia):.6g})")
+        if not float(estimate[removed]) < (1.0 + _SLACK) * float(inertia):
+            break
+        start = centers.clone()
+        start[split], start[removed] = halves[split][0], halves[split][1]
+        new_labels, new_inertia, new_centers, extra = lloyd(
+            X, start, geometry, sample_weight, max_iter, tol)
+        if verbose:
+            print(f"  distortion {float(inertia):.6g} -> {float(new_inertia):.6g}: "
+                  f"{'kept' if new_inertia < inertia else 'undone'}")
+        if not new_inertia < inertia:
+            break
+        labels, inertia, centers, n_iter = new_labels, new_inertia, new_centers, n_iter + extra
+    return labels, inertia, centers, n_iter
