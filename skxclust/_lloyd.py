@@ -42,7 +42,7 @@ from ._relocation import average_sums, farthest_for_empty, relocate_empty, reloc
 from ._seeding import kmeans_plusplus, kmeans_plusplus_restarts
 from ._threads import LLOYD_SERIAL_MACS, serial_threads, torch_threads
 from .nn.neuralized import squared_distances
-from .nn.sparse import group_sums, is_sparse, row_block, row_norms, take_rows
+from .nn.sparse import group_sums, is_sparse, row_block, row_norms, select_rows, take_rows
 
 __all__ = [
     "Assignment",
@@ -207,7 +207,7 @@ class EuclideanGeometry:
         val = best.to(x_sq.dtype)
         rows = torch.nonzero(unsure.any(dim=1)).flatten()
         if rows.numel():
-            val[rows], idx[rows] = _nearest_scores(take_rows(block, rows), flat, c_sq,
+            val[rows], idx[rows] = _nearest_scores(select_rows(block, rows), flat, c_sq,
                                                    n_clusters)
         return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
 
