@@ -194,8 +194,9 @@ class BaseTorchKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         if init_array is not None and n_init != 1:
             if self.n_init != "auto":
                 warnings.warn(
-                    f"Explicit initial centroids passed: running 1 init instead of "
-                    f"n_init={self.n_init}.", RuntimeWarning, stacklevel=4,
+                    "Explicit initial center position passed: performing only one init in "
+                    f"{type(self).__name__} instead of n_init={self.n_init}.",
+                    RuntimeWarning, stacklevel=4,
                 )
             n_init = 1
         return n_init

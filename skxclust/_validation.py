@@ -325,10 +325,13 @@ def check_init_array(init, n_clusters: int, n_features: int, dtype) -> np.ndarra
             f"init array must contain real numbers, got an array of dtype {arr.dtype}."
         )
     if arr.shape != (n_clusters, n_features):
-        raise ValueError(
-            f"init array must have shape (n_clusters, n_features) = "
-            f"({n_clusters}, {n_features}), got {arr.shape}."
-        )
+        message = (f"init array must have shape (n_clusters, n_features) = "
+                   f"({n_clusters}, {n_features}), got {arr.shape}.")
+        if arr.ndim == 2:  # scikit-learn's wording too
+            what = (f"number of clusters {n_clusters}" if arr.shape[0] != n_clusters
+                    else f"number of features of the data {n_features}")
+            message += f" The shape of the initial centers {arr.shape} does not match the {what}."
+        raise ValueError(message)
     if not np.all(np.isfinite(arr)):
         raise ValueError("init array contains NaN or infinity.")
     return np.array(arr, dtype=dtype, copy=True)
