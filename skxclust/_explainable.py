@@ -130,6 +130,15 @@ class ExplainableKMeans(BaseTorchKMeans):
     result as in memory for the same initial centroids), and the inference methods return
     dask arrays for dask input; see the user guide, "Scaling out".
 
+    Every method takes scipy sparse matrices (e.g. TF-IDF text features) without
+    densifying them, with results equal to the dense ones up to rounding;
+    ``explain(X, top_k=k)`` keeps only the ``k`` most relevant features per row. The
+    ``transform`` columns are named ``explainablekmeans0, ...`` (``get_feature_names_out``),
+    so ``set_output(transform="pandas" | "polars")`` works, and ``explain`` then returns a
+    DataFrame named by the input's features. With the same initial centroids, a fit equals
+    :class:`sklearn.cluster.KMeans`'s (centres, labels, inertia, ``n_iter_``, relocation of
+    empty clusters); see the user guide, "A drop-in for scikit-learn's KMeans".
+
     Examples
     --------
     >>> import numpy as np
