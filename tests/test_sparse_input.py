@@ -152,6 +152,23 @@ def test_sparse_input_with_a_feature_extractor_is_refused_and_changes_nothing(da
     assert not hasattr(model, "cluster_centers_")
 
 
+def test_dask_array_of_sparse_blocks_streams_and_infers_but_fit_says_compute_it(data):
+    da = pytest.importorskip("dask.array")
+    Xs, Xd = data
+    blocks = da.from_array(Xs, chunks=(60, Xs.shape[1]), asarray=False)
+    model = _model().fit(Xd)
+    for method in ("predict", "transform", "explain"):
+        np.testing.assert_allclose(getattr(model, method)(blocks).compute(),
+                                   getattr(model, method)(Xd), atol=1e-10)
+    streamed, dense = _model(), _model()
+    streamed.partial_fit(blocks)
+    for start in range(0, Xd.shape[0], 60):
+        dense.partial_fit(Xd[start:start + 60])
+    np.testing.assert_allclose(streamed.cluster_centers_, dense.cluster_centers_, atol=1e-12)
+    with pytest.raises(TypeError, match="dask array of sparse blocks.*X.compute"):
+        _model().fit(blocks)
+
+
 @requires_cuda
 def test_sparse_on_cuda_equals_dense_on_cpu(data):
     Xs, Xd = data
