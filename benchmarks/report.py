@@ -173,7 +173,17 @@ def explainable_section(data: dict) -> str:
              f"`explainable.json`; {settings.get('n_clusters', '?')} clusters, "
              f"{settings.get('statistic', 'median')} of {settings.get('repeats', '?')} "
              "interleaved runs per side, same seeds):")
-    return intro + "\n\n" + table(header, body, "l" + "r" * len(names) + "l")
+    text = intro + "\n\n" + table(header, body, "l" + "r" * len(names) + "l")
+    sparse = data.get("sparse")
+    if sparse:
+        n_docs, n_words = sparse["shape"]
+        text += (f"\n\nSparse input, a TF-IDF-like CSR matrix of {n_docs} × {n_words} "
+                 f"({sparse['density']:.2%} stored): fit time / sklearn `KMeans` on the same "
+                 f"matrix {ratio(sparse['time_ratio'])} ({seconds(sparse['skxclust_s'])} vs "
+                 f"{seconds(sparse['sklearn_s'])}), inertia ratio "
+                 f"{sparse['inertia_ratio']:.4f}; target "
+                 f"{sparse['target'].replace('time_ratio <=', '≤')}: {met(sparse.get('met'))}.")
+    return text
 
 
 QUALITY_LABELS = {"kmeans": "sklearn KMeans, n_init=10", "st_affine": 'ST K-means, `warp="affine"`',

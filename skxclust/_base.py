@@ -13,9 +13,16 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_context
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._dask import blockwise, is_dask_array, partial_fit_blocks
@@ -30,12 +37,16 @@ from ._validation import (
     check_magnitude,
     check_sample_weight,
     finite_extremes,
+    host_tensor,
     make_generators,
+    refuse_sparse,
     resolve_device,
     to_tensor,
 )
+from .nn.sparse import column_variance, is_sparse, row_block, take_rows
 
-__all__ = ["BaseTorchKMeans", "empty_output", "inference_threads", "restore_on_error"]
+__all__ = ["BaseTorchKMeans", "empty_output", "frame_like_transform", "inference_threads",
+           "restore_on_error"]
 
 
 def inference_threads(X: torch.Tensor, n_clusters: int):
@@ -50,6 +61,17 @@ def empty_output(X: torch.Tensor, *shape: int) -> np.ndarray:
     the whole output (and no concatenation) is ever held.
     """
     return np.empty(shape, dtype=torch.empty(0, dtype=X.dtype).numpy().dtype)
+
+
+def frame_like_transform(estimator, data: np.ndarray, original_input, columns):
+    """``data`` in the container ``transform`` is set to return (``set_output`` or
+    scikit-learn's ``transform_output`` config): unchanged by default, else a pandas or
+    polars DataFrame with ``columns`` (and the index of a pandas ``original_input``)."""
+    config = _get_output_config("transform", estimator)["dense"]
+    if config == "default":
+        return data
+    return ADAPTERS_MANAGER.adapters[config].create_container(data, original_input,
+                                                              columns=columns)
 
 
 def _on_cpu(value):
@@ -75,10 +97,15 @@ def restore_on_error(estimator):
         raise
 
 
-class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
+class BaseTorchKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+                      BaseEstimator):
     """Common parameters, ``fit`` and inference of the torch k-means estimators.
 
     Subclasses provide ``_make_geometry(n_features, X)`` and may extend ``_after_fit``.
+    ``get_feature_names_out`` gives scikit-learn's names for the ``transform`` columns
+    (lower-cased class name and cluster index, e.g. ``explainablekmeans0``), so that
+    ``set_output(transform="pandas" | "polars")``, ``Pipeline``, ``ColumnTransformer``
+    and ``FeatureUnion`` work as with :class:`sklearn.cluster.KMeans`.
     """
 
     _parameter_constraints: dict = {
@@ -93,9 +120,28 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of ``transform``: one per cluster (for ``get_feature_names_out``)."""
+        return self.cluster_centers_.shape[0]
+
     # -- hooks -----------------------------------------------------------------------
     def _make_geometry(self, n_features: int):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _sparse_refusal(self) -> str | None:
+        """Why sparse input is refused (None: scipy sparse matrices are accepted)."""
+        return "it works on dense images and signals"
+
+    def _check_X(self, X, *, reset: bool, **kwargs):
+        """``validate_data`` of X: float32 or float64, C order; a scipy sparse matrix
+        becomes CSR where the estimator takes sparse input, and is refused with a
+        TypeError naming the estimator otherwise."""
+        reason = self._sparse_refusal()
+        if reason is not None:
+            refuse_sparse(X, type(self).__name__, reason)
+        return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=reset,
+                             accept_sparse="csr" if reason is None else False, **kwargs)
 
     def _make_fit_geometry(self, n_features: int):
         """The geometry :meth:`fit` runs Lloyd with (default: the inference geometry)."""
@@ -153,8 +199,9 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         if init_array is not None and n_init != 1:
             if self.n_init != "auto":
                 warnings.warn(
-                    f"Explicit initial centroids passed: running 1 init instead of "
-                    f"n_init={self.n_init}.", RuntimeWarning, stacklevel=4,
+                    "Explicit initial center position passed: performing only one init in "
+                    f"{type(self).__name__} instead of n_init={self.n_init}.",
+                    RuntimeWarning, stacklevel=4,
                 )
             n_init = 1
         return n_init
@@ -183,7 +230,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             torch.multinomial(sw / sw.sum(), self.n_clusters, replacement=False, generator=g)
             for g in generators
         ])
-        return X[idx.to(X.device)]
+        return take_rows(X, idx.to(X.device).reshape(-1)).view(*idx.shape, -1)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -191,8 +238,10 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-            Training data. Sparse input is refused; int data are converted to float64.
+        X : {array-like, sparse matrix} or dask array of shape (n_samples, n_features)
+            Training data; int data are converted to float64. Sparse matrices (any scipy
+            format, used as CSR and never densified) where the estimator accepts them
+            (:class:`ExplainableKMeans` without a feature extractor), else refused.
             A dask array is fitted block by block (see the user guide, "Scaling out").
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
@@ -206,7 +255,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         with restore_on_error(self):
             if is_dask_array(X):
                 return fit_blockwise(self, X, sample_weight)
-            X = validate_data(self, X, dtype=[np.float64, np.float32], order="C")
+            X = self._check_X(X, reset=True)
             n_samples, n_features = X.shape
             if n_samples < self.n_clusters:
                 raise ValueError(
@@ -222,13 +271,14 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             sw = torch.from_numpy(sw_np).to(device)
             geometry = self._make_fit_geometry(n_features)
             # Centred data for shift-invariant geometries (a new tensor); otherwise Xt may
-            # share the caller's memory: nothing below writes into it.
+            # share the caller's memory: nothing below writes into it. Sparse data stay
+            # uncentred (as in scikit-learn): centring would densify them.
             shift = torch.zeros(Xt.shape[1], dtype=Xt.dtype, device=device)
-            if geometry.translation_invariant:
+            if geometry.translation_invariant and not is_sparse(Xt):
                 shift = (sw @ Xt) / sw.sum()
                 Xt = Xt - shift
             check_magnitude(Xt)
-            tol = float(Xt.var(dim=0, unbiased=False).mean()) * self.tol if n_samples > 1 else 0.0
+            tol = float(column_variance(Xt).mean()) * self.tol if n_samples > 1 else 0.0
 
             generators = make_generators(self.random_state, n_init)
             centers = self._init_centroids(Xt, sw, generators, init_array, shift)
@@ -291,8 +341,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         for the magnitude check.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False,
-                          ensure_all_finite=False)
+        X = self._check_X(X, reset=False, ensure_all_finite=False)
         raw = to_tensor(X, resolve_device(self.device))
         return raw, finite_extremes(raw, type(self).__name__)
 
@@ -309,10 +358,10 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         used beyond the output is O(batch_size * n_features).
         """
         Xt = self._embed(raw)
-        centers = torch.as_tensor(self.cluster_centers_, device=raw.device).to(Xt.dtype)
+        centers = host_tensor(self.cluster_centers_).to(raw.device, Xt.dtype)
         geometry = self._make_geometry(raw.shape[1])
         shift = None
-        if geometry.translation_invariant:
+        if geometry.translation_invariant and not is_sparse(Xt):
             shift = centers.mean(dim=0)
             centers = centers - shift
         check_magnitude(Xt, shift=shift, extremes=extremes if Xt is raw else None)
@@ -335,7 +384,7 @@ class BaseTorchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
                            verbose=self.verbose):
             rows = slice(start, min(start + step, X.shape[0]))
             if shift is None:
-                yield rows, X[rows]
+                yield rows, row_block(X, rows.start, rows.stop)
             else:
                 yield rows, torch.sub(X[rows], shift, out=buffer[: rows.stop - start])
 

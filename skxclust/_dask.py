@@ -110,7 +110,7 @@ def _map_rows(estimator, name, X, mode, arguments, row_names):
     return float(out.sum().compute()) if mode == "sum" else out
 
 
-def blockwise(mode: str, row_args: tuple[str, ...] = ()):
+def blockwise(mode: str, row_args: tuple[str, ...] = (), in_memory_only: tuple[str, ...] = ()):
     """Decorator: a method taking X runs block by block when X is a dask array.
 
     Parameters
@@ -121,6 +121,9 @@ def blockwise(mode: str, row_args: tuple[str, ...] = ()):
     row_args : tuple of str
         Arguments that may hold one value per row (``target``, ``sample_weight``); arrays
         passed there are split with the row blocks of X.
+    in_memory_only : tuple of str
+        Arguments that must keep their default (None) for a dask X: a ValueError names
+        them otherwise (e.g. ``top_k``, whose output is not one row of ``mode`` per row).
 
     Returns
     -------
@@ -137,6 +140,12 @@ def blockwise(mode: str, row_args: tuple[str, ...] = ()):
                 return method(self, X, *args, **kwargs)
             bound = signature.bind(self, X, *args, **kwargs)
             arguments = {k: v for k, v in bound.arguments.items() if k not in ("self", "X")}
+            for name in in_memory_only:
+                if arguments.get(name) is not None:
+                    raise ValueError(
+                        f"{name}={arguments[name]!r} is not supported for a dask array X; "
+                        f"call {method.__name__} on computed blocks instead."
+                    )
             return _map_rows(self, method.__name__, X, mode, arguments, row_args)
 
         return wrapper

@@ -361,7 +361,14 @@ def _finish(estimator, X, blocks, results, restart, centers, frame):
 def _prepare(estimator, X, sample_weight):
     """Checks, the weights, the moments pass: (X, blocks, frame, shift, tol, weights)."""
     import dask.array as da
+    import scipy.sparse as sp
 
+    if sp.issparse(getattr(X, "_meta", None)):
+        raise TypeError(
+            f"{type(estimator).__name__}.fit does not take a dask array of sparse blocks; "
+            "fit on X.compute() (a scipy sparse matrix, never densified) or call "
+            "partial_fit, which takes one sparse block at a time."
+        )
     X, dtype = check_dask_array(estimator, X, reset=True)
     n_samples, n_features = X.shape
     if n_samples < estimator.n_clusters:

@@ -8,9 +8,9 @@ from numbers import Real
 import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
-from ._base import BaseTorchKMeans, empty_output, inference_threads
+from ._base import BaseTorchKMeans, empty_output, frame_like_transform, inference_threads
 from ._dask import blockwise
 from ._lloyd import EuclideanGeometry
 from ._validation import (
@@ -18,6 +18,7 @@ from ._validation import (
     check_explainable_n_clusters,
     check_lrp_options,
     check_target,
+    check_top_k,
     resolve_device,
 )
 from .nn.lrp import auto_beta, midpoint_basis, neon_relevance
@@ -28,6 +29,7 @@ from .nn.neuralized import (
     neuralized_head,
 )
 from .nn.propagation import lrp_backward, supported_layers
+from .nn.sparse import to_dense
 
 __all__ = ["ExplainableKMeans"]
 
@@ -128,6 +130,15 @@ class ExplainableKMeans(BaseTorchKMeans):
     result as in memory for the same initial centroids), and the inference methods return
     dask arrays for dask input; see the user guide, "Scaling out".
 
+    Every method takes scipy sparse matrices (e.g. TF-IDF text features) without
+    densifying them, with results equal to the dense ones up to rounding;
+    ``explain(X, top_k=k)`` keeps only the ``k`` most relevant features per row. The
+    ``transform`` columns are named ``explainablekmeans0, ...`` (``get_feature_names_out``),
+    so ``set_output(transform="pandas" | "polars")`` works, and ``explain`` then returns a
+    DataFrame named by the input's features. With the same initial centroids, a fit equals
+    :class:`sklearn.cluster.KMeans`'s (centres, labels, inertia, ``n_iter_``, relocation of
+    empty clusters); see the user guide, "A drop-in for scikit-learn's KMeans".
+
     Examples
     --------
     >>> import numpy as np
@@ -174,6 +185,16 @@ class ExplainableKMeans(BaseTorchKMeans):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+
+    def _sparse_refusal(self) -> str | None:
+        if self.feature_extractor is not None:
+            return "a feature_extractor takes dense rows"
+        return None
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self.feature_extractor is None
+        return tags
 
     def _check_input_geometry(self, n_features: int) -> None:
         if self.feature_extractor is not None:
@@ -258,8 +279,9 @@ class ExplainableKMeans(BaseTorchKMeans):
         scale = 2.0 * self.temperature
         return self._map_pairwise(X, lambda d: torch.softmax(-d / scale, dim=1))
 
-    @blockwise("features", row_args=("target",))
-    def explain(self, X, target=None, beta=None, *, rule="epsilon", epsilon=1e-9):
+    @blockwise("features", row_args=("target",), in_memory_only=("top_k",))
+    def explain(self, X, target=None, beta=None, *, top_k=None, rule="epsilon",
+                epsilon=1e-9):
         """Relevance of every input feature for a cluster assignment (NEON / LRP).
 
         For each row, the evidence ``f_c(x)`` is first split over the competitors ``k`` by
@@ -269,12 +291,19 @@ class ExplainableKMeans(BaseTorchKMeans):
 
         Parameters
         ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-            A dask array gives a dask array, computed block by block.
+        X : {array-like, sparse matrix} or dask array of shape (n_samples, n_features)
+            A sparse matrix is explained ``batch_size`` rows at a time (each block
+            densified on its own, never the whole matrix); a dask array gives a dask
+            array, computed block by block.
         target : None, int or array-like of shape (n_samples,), default=None
             Cluster to explain: the assigned one (None), one for all rows, or one per row.
         beta : float, default=None
             Soft-min stiffness in ``[0, inf]``; None uses the fitted ``beta_``.
+        top_k : int, default=None
+            Return only the ``top_k`` most relevant features of each row (largest
+            relevance first) instead of the full ``(n_samples, n_features)`` map: for wide
+            inputs such as a TF-IDF vocabulary, memory is then ``O(n_samples * top_k)``.
+            Not for dask arrays.
         rule : {"epsilon", "zplus"}, default="epsilon"
             Only with a ``feature_extractor``: LRP rule for its Linear/Conv layers after
             the first (which always uses epsilon). "zplus" suits ReLU networks.
@@ -283,15 +312,35 @@ class ExplainableKMeans(BaseTorchKMeans):
 
         Returns
         -------
-        relevance : ndarray of shape (n_samples, n_features)
+        relevance : ndarray or DataFrame of shape (n_samples, n_features)
             Same dtype as X. Positive values speak for cluster ``target``, negative
             values against it. Without a feature extractor, rows sum to ``f_target(x)``
             exactly; with one, up to what the extractor's biases absorb (exact for
-            bias-free ReLU networks up to ``epsilon``).
+            bias-free ReLU networks up to ``epsilon``). When the estimator's output is
+            set to pandas or polars (``set_output(transform=...)`` or scikit-learn's
+            ``transform_output`` config), a DataFrame whose columns are the input's
+            feature names (``feature_names_in_``, else ``x0, x1, ...``), with the
+            index of a pandas input.
+        (features, relevance) : tuple of ndarrays of shape (n_samples, top_k)
+            With ``top_k``: the column indices of the ``top_k`` largest relevances of
+            each row, in decreasing order, and those relevances (map indices to names
+            with ``feature_names_in_[features]`` or a vectorizer's vocabulary).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from scipy.sparse import csr_matrix
+        >>> from skxclust import ExplainableKMeans
+        >>> X = csr_matrix(np.array([[1., 0, 0], [.9, .1, 0], [0, 0, 1], [0, .2, .8]]))
+        >>> km = ExplainableKMeans(n_clusters=2, random_state=0).fit(X)
+        >>> features, relevance = km.explain(X, top_k=1)
+        >>> features[:, 0].tolist()
+        [0, 0, 2, 2]
         """
         raw, extremes = self._validated_tensor(X)
         check_explainable_n_clusters(self.n_clusters)
         check_lrp_options(rule, epsilon)
+        top_k = check_top_k(top_k, raw.shape[1])
         beta = self.beta_ if beta is None else check_beta(beta)
         backward = None
         if self.feature_extractor is not None:
@@ -301,17 +350,22 @@ class ExplainableKMeans(BaseTorchKMeans):
             def backward(rows, relevance):
                 return lrp_backward(layers, raw[rows].to(dtype), relevance.to(dtype),
                                     rule=rule, epsilon=epsilon).reshape(relevance.shape[0], -1)
-        return self._explain_rows(raw, extremes, target, beta, backward)
+        out = self._explain_rows(raw, extremes, target, beta, backward, top_k)
+        if top_k is not None:
+            return out
+        return frame_like_transform(self, out, X, _check_feature_names_in(self))
 
     def _explain_rows(self, raw: torch.Tensor, extremes: tuple, target, beta: float,
-                      backward=None):
+                      backward=None, top_k: int | None = None):
         """NEON in row blocks of the (embedded) input; returns the numpy relevance.
 
-        Each block is centred (the frame of :meth:`_inference_frame`), its label taken from
-        the same product that gives ``h`` (no separate assignment pass) and, without a
-        feature extractor, its relevance written straight into the output: X is read once
-        and the output written once. ``backward(rows, relevance)`` carries the relevance
-        of the embedding back to the input (LRP through the feature extractor).
+        Each block is centred (the frame of :meth:`_inference_frame`; sparse blocks are
+        densified instead, uncentred), its label taken from the same product that gives
+        ``h`` (no separate assignment pass) and, without a feature extractor or
+        ``top_k``, its relevance written straight into the output: X is read once and the
+        output written once. ``backward(rows, relevance)`` carries the relevance of the
+        embedding back to the input (LRP through the feature extractor). With ``top_k``,
+        returns the (features, relevance) of the ``top_k`` largest relevances per row.
         """
         n, n_features = raw.shape
         if target is not None:
@@ -324,20 +378,28 @@ class ExplainableKMeans(BaseTorchKMeans):
             # with 1337); with a feature extractor, batch_size rows bound LRP's memory.
             step = self.batch_size if backward is not None else \
                 max(1, min(self.batch_size, 2**19 // max(1, Xt.shape[1])))
-            out = empty_output(raw, n, n_features)
-            direct = backward is None and raw.device.type == "cpu"
+            if top_k is None:
+                out = empty_output(raw, n, n_features)
+            else:
+                out = (np.empty((n, top_k), dtype=np.int64), empty_output(raw, n, top_k))
+            direct = backward is None and top_k is None and raw.device.type == "cpu"
             relevance = torch.from_numpy(out) if direct else None
             # computed once, and one (rows, 2D) product buffer for every block
             basis = midpoint_basis(centers)
-            workspace = Xt.new_empty(min(step, n), basis.shape[1])
+            workspace = torch.empty(min(step, n), basis.shape[1], dtype=centers.dtype,
+                                    device=centers.device)
             for rows, block in self._framed_chunks(Xt, shift, step):
-                part, _ = neon_relevance(block, centers,
+                part, _ = neon_relevance(to_dense(block), centers,
                                          None if target is None else target[rows], beta,
                                          out=relevance[rows] if direct else None,
                                          basis=basis, workspace=workspace[: block.shape[0]])
                 if backward is not None:
                     part = backward(rows, part)
-                if not direct:
+                if top_k is not None:
+                    values, features = torch.topk(part, top_k, dim=1)
+                    out[0][rows] = features.cpu().numpy()
+                    out[1][rows] = values.to(raw.dtype).cpu().numpy()
+                elif not direct:
                     out[rows] = part.to(raw.dtype).cpu().numpy()
         return out
 

@@ -42,7 +42,7 @@ from ._relocation import average_sums, farthest_for_empty, relocate_empty, reloc
 from ._seeding import kmeans_plusplus, kmeans_plusplus_restarts
 from ._threads import LLOYD_SERIAL_MACS, serial_threads, torch_threads
 from .nn.neuralized import squared_distances
-from .nn.sparse import group_sums, is_sparse, row_block, row_norms, take_rows
+from .nn.sparse import group_sums, is_sparse, row_block, row_norms, select_rows, take_rows
 
 __all__ = [
     "Assignment",
@@ -207,7 +207,7 @@ class EuclideanGeometry:
         val = best.to(x_sq.dtype)
         rows = torch.nonzero(unsure.any(dim=1)).flatten()
         if rows.numel():
-            val[rows], idx[rows] = _nearest_scores(take_rows(block, rows), flat, c_sq,
+            val[rows], idx[rows] = _nearest_scores(select_rows(block, rows), flat, c_sq,
                                                    n_clusters)
         return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
 
@@ -278,7 +278,8 @@ class EuclideanGeometry:
         sums, weight = self.partial_sums(X, centers, assignment, sample_weight)
         if not batched:
             sums, weight = sums[None], weight[None]
-        if bool((weight == 0).any()):
+        some_empty = not bool((weight > 0).all())
+        if some_empty:
             labels = assignment.labels if batched else assignment.labels[None]
 
             def farthest(r, m):
@@ -291,7 +292,7 @@ class EuclideanGeometry:
                 return take_rows(X, far), sample_weight[far], labels[r][far]
 
             relocate_in_sums(sums, weight, farthest)
-        new = average_sums(sums, weight)
+        new = average_sums(sums, weight, some_empty)
         return (new, weight) if batched else (new[0], weight[0])
 
     def _assigned_distances(self, X, centers, labels):
@@ -473,20 +474,22 @@ def _iterate(centers, state, step, max_iter, tol, verbose, bar):
             new, state, stable, inertia = step(current, state, running)
         shift = ((new - current) ** 2).sum(dim=(1, 2))
         centers[running.to(centers.device)] = new
-        within_tol = (shift <= tol).cpu()
-        stable = stable.cpu()
-        # scikit-learn counts one more iteration for a strict convergence: it runs the
-        # update of the assignment that repeated the previous one before it compares them.
-        n_iter[running] = torch.where(stable & ~within_tol, min(it + 1, max_iter), it)
+        n_iter[running] = it
+        within_tol = shift <= tol
+        done = (stable | within_tol).cpu()
+        if bool(done.any()):
+            # scikit-learn counts one more iteration for a strict convergence: it runs the
+            # update of the assignment that repeated the previous one, then compares them.
+            strict = (stable & ~within_tol).cpu()
+            n_iter[running[strict]] = min(it + 1, max_iter)
         bar.note(f"iteration {int(n_iter[running].max())}/{max_iter}")
-        done = stable | within_tol
         if verbose:
             runs = "" if n_restarts == 1 else f" ({running.numel()} restarts running)"
             best = "" if inertia is None else f"inertia {float(inertia.min()):.6g}, "
             print(f"Iteration {it}{runs}: {best}centre shift {float(shift.max()):.3g}, "
                   f"{time.perf_counter() - t0:.1f}s")
             if bool(done.all()):
-                why = ("strict convergence" if bool((stable & ~within_tol).all()) else
+                why = ("strict convergence" if bool(strict.all()) else
                        f"center shift {float(shift.max()):.3g} within tolerance {tol:.3g}")
                 print(f"Converged at iteration {it}: {why}.")
         if bool(done.all()):

@@ -21,7 +21,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._explainable import ExplainableKMeans
-from ._validation import check_beta, check_explainable_n_clusters, check_target
+from ._validation import check_beta, check_explainable_n_clusters, check_target, host_tensor
 from .nn.lrp import root_point_relevance
 from .nn.neuralized import competitor_index, neuralize
 
@@ -123,7 +123,7 @@ def explain_pipeline(pipeline: Pipeline, X, target=None, beta=None) -> np.ndarra
         A, t = A @ A_step, t @ A_step + t_step
         current = current @ A_step + t_step
 
-    mu = torch.from_numpy(np.asarray(km.cluster_centers_, dtype=np.float64))
+    mu = host_tensor(km.cluster_centers_, np.float64)
     w, b = neuralize(mu)  # (K, K-1, Dz), (K, K-1)
     A_t, t_t = torch.from_numpy(A), torch.from_numpy(t)
     w_hat = w @ A_t.T  # (K, K-1, D)
@@ -136,7 +136,7 @@ def explain_pipeline(pipeline: Pipeline, X, target=None, beta=None) -> np.ndarra
     root = root0 - (offset / norm2)[..., None] * w_hat
 
     beta = km.beta_ if beta is None else check_beta(beta)
-    xt = torch.from_numpy(X_in)
+    xt = host_tensor(X_in)
     labels = pipeline.predict(X_in) if target is None else None
     tgt = torch.from_numpy(check_target(target, n_samples, km.n_clusters, labels))
     out = np.empty_like(X_in)

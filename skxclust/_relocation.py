@@ -79,21 +79,26 @@ def relocate_in_sums(sums: torch.Tensor, weight: torch.Tensor, farthest) -> None
             weight[r, old] -= wi
 
 
-def average_sums(sums: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``sums * (1 / weight)`` per cluster; a cluster without weight takes the centroid of the
-    heaviest cluster of its restart (scikit-learn's rule).
+def average_sums(sums: torch.Tensor, weight: torch.Tensor,
+                 some_empty: bool = True) -> torch.Tensor:
+    """``sums * (1 / weight)`` per cluster (as scikit-learn computes it); a cluster without
+    weight takes the centroid of the heaviest cluster of its restart (scikit-learn's rule).
 
     Parameters
     ----------
     sums : Tensor of shape (R, K, D)
     weight : Tensor of shape (R, K)
+    some_empty : bool, default=True
+        False when every weight is known to be positive (skips the check).
 
     Returns
     -------
     Tensor of shape (R, K, D)
     """
+    centers = sums * weight.reciprocal()[..., None]
+    if not some_empty:
+        return centers
     empty = ~(weight > 0)
-    centers = sums * torch.where(empty, 0.0, 1.0 / weight)[..., None]  # as scikit-learn
     if bool(empty.any()):
         heaviest = weight.argmax(dim=1)
         fill = centers[torch.arange(centers.shape[0], device=centers.device), heaviest]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.utils.validation import validate_data
 
 from ._threads import torch_threads
 from ._validation import (
@@ -34,6 +33,7 @@ from ._validation import (
     resolve_device,
     to_tensor,
 )
+from .nn.sparse import is_sparse
 
 __all__ = ["init_stream_state", "mini_batch_step", "partial_fit", "running_average"]
 
@@ -102,7 +102,7 @@ def mini_batch_step(geometry, X, centers, counts, sample_weight):
 
 def _validated_chunk(estimator, X, sample_weight, first: bool):
     """Validate the chunk (reset the feature checks on the first call): (X, weights)."""
-    X = validate_data(estimator, X, dtype=[np.float64, np.float32], order="C", reset=first)
+    X = estimator._check_X(X, reset=first)
     if first:
         if X.shape[0] < estimator.n_clusters:
             raise ValueError(
@@ -119,19 +119,18 @@ def _start(estimator, Xt, sample_weight, geometry, first: bool):
     weighted mean on the first call, which seeds the centroids on the chunk; the mean
     centroid later). Returns ``(Xt, centers, counts, shift)``, Xt moved into the frame."""
     device = Xt.device
-    if first:
-        shift = (sample_weight @ Xt) / sample_weight.sum()
-    else:
+    if not first:
         centers = torch.as_tensor(np.array(estimator.cluster_centers_), device=device)
         if centers.shape[1] != Xt.shape[1]:
             raise ValueError(
                 f"X maps to {Xt.shape[1]} features but the centroids have {centers.shape[1]}."
             )
-        shift = centers.mean(dim=0)
-    if geometry.translation_invariant:
+    if geometry.translation_invariant and not is_sparse(Xt):
+        shift = (sample_weight @ Xt) / sample_weight.sum() if first else centers.mean(dim=0)
         Xt = Xt - shift
-    else:  # no zero-shift copy: Xt may share the caller's memory, nothing writes into it
-        shift = torch.zeros_like(shift)
+    else:  # no zero-shift copy: Xt may share the caller's memory, nothing writes into it;
+        # sparse rows stay uncentred (centring would densify them)
+        shift = torch.zeros(Xt.shape[1], dtype=Xt.dtype, device=device)
     check_magnitude(Xt)
     if not first:
         counts = torch.as_tensor(np.array(estimator._counts), device=device)

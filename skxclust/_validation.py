@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from sklearn.utils import assert_all_finite, check_random_state
+
+from .nn.sparse import is_sparse, value_extremes
 
 __all__ = [
     "resolve_device",
     "to_tensor",
+    "host_tensor",
+    "refuse_sparse",
     "make_generators",
     "check_target",
     "check_beta",
@@ -26,6 +32,7 @@ __all__ = [
     "check_explainable_n_clusters",
     "check_init_array",
     "check_lrp_options",
+    "check_top_k",
 ]
 
 
@@ -81,17 +88,47 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def to_tensor(X: np.ndarray, device: torch.device) -> torch.Tensor:
+def host_tensor(arr, dtype=None) -> torch.Tensor:
+    """``torch.from_numpy`` of ``arr`` (cast to ``dtype``), copying it first only when
+    torch cannot share it: read-only (e.g. memory-mapped), not C-contiguous, misaligned
+    or not in native byte order. So no "array is not writable" warning, and no copy of an
+    array torch can share. Never write into the result: it may be the caller's memory."""
+    arr = np.asarray(arr, dtype=dtype)
+    flags = arr.flags
+    shareable = (flags.c_contiguous and flags.writeable and flags.aligned
+                 and arr.dtype.isnative)
+    if not shareable:
+        arr = np.array(arr, copy=True, order="C", dtype=arr.dtype.newbyteorder("="))
+    return torch.from_numpy(arr)
+
+
+def _sparse_to_tensor(X, device: torch.device) -> torch.Tensor:
+    """A scipy CSR matrix as a torch CSR tensor sharing its index and value arrays."""
+    if not X.has_canonical_format:  # duplicates summed, column indices sorted (a copy)
+        X = X.copy()
+        X.sum_duplicates()
+    index_dtype = np.result_type(X.indptr.dtype, X.indices.dtype)
+    crow, col = host_tensor(X.indptr, index_dtype), host_tensor(X.indices, index_dtype)
+    with warnings.catch_warnings():  # torch's one-time "CSR support is in beta" notice
+        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support")
+        tensor = torch.sparse_csr_tensor(crow, col, host_tensor(X.data), size=X.shape,
+                                         check_invariants=False)
+    return tensor.to(device)
+
+
+def to_tensor(X, device: torch.device) -> torch.Tensor:
     """A validated float array as a contiguous tensor on ``device``, without a needless copy.
 
     A writeable, C-contiguous, aligned, native-byte-order array is shared with the tensor
     (``torch.from_numpy``: no copy on the CPU, one transfer to a GPU); anything else
     (read-only or memory-mapped arrays, views with strides) is copied first. The returned
     tensor may therefore share the caller's memory: callers must never write into it.
+    A scipy sparse CSR matrix becomes a ``torch.sparse_csr`` tensor sharing its index and
+    value arrays the same way (never densified).
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features)
+    X : ndarray or scipy CSR matrix of shape (n_samples, n_features)
         Float array, as returned by ``validate_data``.
     device : torch.device
 
@@ -99,13 +136,18 @@ def to_tensor(X: np.ndarray, device: torch.device) -> torch.Tensor:
     -------
     Tensor of shape (n_samples, n_features)
     """
-    arr = np.asarray(X)
-    flags = arr.flags
-    shareable = (flags.c_contiguous and flags.writeable and flags.aligned
-                 and arr.dtype.isnative)
-    if not shareable:
-        arr = np.array(arr, copy=True, order="C", dtype=arr.dtype.newbyteorder("="))
-    return torch.from_numpy(arr).to(device)
+    if sp.issparse(X):
+        return _sparse_to_tensor(X.tocsr(), device)
+    return host_tensor(X).to(device)
+
+
+def refuse_sparse(X, estimator_name: str, reason: str) -> None:
+    """Raise a TypeError naming the estimator and ``reason`` when X is a sparse matrix."""
+    if sp.issparse(X):
+        raise TypeError(
+            f"{estimator_name} does not accept sparse input ({reason}); got a "
+            f"{type(X).__name__}. Densify it with X.toarray()."
+        )
 
 
 def make_generators(random_state, n: int) -> list[torch.Generator]:
@@ -223,9 +265,10 @@ def finite_extremes(X: torch.Tensor, estimator_name: str,
     through ``aminmax``, so non-finite extremes are the only case to look into; then
     scikit-learn's own check raises its usual message.
     """
-    low, high = torch.aminmax(X)
+    low, high = value_extremes(X)
     if not (math.isfinite(float(low)) and math.isfinite(float(high))):
-        assert_all_finite(X.cpu().numpy(), estimator_name=estimator_name,
+        values = X.values() if is_sparse(X) else X
+        assert_all_finite(values.cpu().numpy(), estimator_name=estimator_name,
                           input_name=input_name)
     return low, high
 
@@ -240,10 +283,10 @@ def check_magnitude(X: torch.Tensor, name: str = "X", shift: torch.Tensor | None
     no copy of it). ``extremes``: ``(min, max)`` of X when already known (e.g. from
     :func:`finite_extremes`), which saves the pass.
     """
-    if X.numel() == 0:
+    if X.shape[0] * X.shape[1] == 0:
         return
     finfo = torch.finfo(X.dtype)
-    low, high = torch.aminmax(X) if extremes is None else extremes  # one pass
+    low, high = value_extremes(X) if extremes is None else extremes  # one pass
     bound = "="
     if shift is not None:  # |x_ij - s_j| <= max(high - min s, max s - low): an upper bound
         s_low, s_high = torch.aminmax(shift)
@@ -282,10 +325,13 @@ def check_init_array(init, n_clusters: int, n_features: int, dtype) -> np.ndarra
             f"init array must contain real numbers, got an array of dtype {arr.dtype}."
         )
     if arr.shape != (n_clusters, n_features):
-        raise ValueError(
-            f"init array must have shape (n_clusters, n_features) = "
-            f"({n_clusters}, {n_features}), got {arr.shape}."
-        )
+        message = (f"init array must have shape (n_clusters, n_features) = "
+                   f"({n_clusters}, {n_features}), got {arr.shape}.")
+        if arr.ndim == 2:  # scikit-learn's wording too
+            what = (f"number of clusters {n_clusters}" if arr.shape[0] != n_clusters
+                    else f"number of features of the data {n_features}")
+            message += f" The shape of the initial centers {arr.shape} does not match the {what}."
+        raise ValueError(message)
     if not np.all(np.isfinite(arr)):
         raise ValueError("init array contains NaN or infinity.")
     return np.array(arr, dtype=dtype, copy=True)
@@ -299,3 +345,16 @@ def check_lrp_options(rule, epsilon) -> None:
         raise TypeError(f"epsilon must be a non-negative number, got {epsilon!r}.")
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}.")
+
+
+def check_top_k(top_k, n_features: int) -> int | None:
+    """Validate the ``top_k`` argument of ``explain``: None or an int in [1, n_features]."""
+    if top_k is None:
+        return None
+    if isinstance(top_k, bool) or not isinstance(top_k, (numbers.Integral, np.integer)):
+        raise TypeError(f"top_k must be None or an int, got {top_k!r}.")
+    if not 1 <= int(top_k) <= n_features:
+        raise ValueError(
+            f"top_k={top_k} is out of range: it must be in [1, n_features={n_features}]."
+        )
+    return int(top_k)

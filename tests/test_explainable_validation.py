@@ -77,9 +77,11 @@ def test_malformed_training_data_is_refused(bad, match):
         ExplainableKMeans(n_clusters=2).fit(bad)
 
 
-def test_sparse_input_is_refused_clearly():
-    with pytest.raises(TypeError, match="[Ss]parse"):
-        ExplainableKMeans(n_clusters=2).fit(sp.csr_matrix(X))
+def test_sparse_input_with_a_feature_extractor_is_refused_clearly():
+    net = torch.nn.Sequential(torch.nn.Linear(X.shape[1], 3)).double()
+    with pytest.raises(TypeError, match="ExplainableKMeans does not accept sparse input "
+                                        r"\(a feature_extractor takes dense rows\)"):
+        ExplainableKMeans(n_clusters=2, feature_extractor=net).fit(sp.csr_matrix(X))
 
 
 def test_fewer_samples_than_clusters_is_refused():

@@ -148,9 +148,10 @@ DATA_CASES = [
          r"Input X contains NaN", lambda: np.where(X > 0.9, None, X).astype(object)),
     Case("X-ragged", "``X`` is a ragged nested list", ALL, ValueError, r"inhomogeneous shape",
          lambda: [[0.0] * 16, [0.0] * 15]),
-    Case("X-sparse", "``X`` is a scipy.sparse matrix (CSR, CSC, COO, ...)", ALL, TypeError,
-         r"Sparse data was passed for X, but dense data is required",
-         _memo(lambda: sp.csr_matrix(X))),
+    Case("X-sparse", "``X`` is a scipy.sparse matrix (CSR, CSC, COO, ...); "
+         ":class:`ExplainableKMeans` accepts it", ALL, TypeError,
+         r"SpatialTransformerKMeans does not accept sparse input \(it works on dense images "
+         r"and signals\)", _memo(lambda: sp.csr_matrix(X)), estimators=("spatial",)),
     Case("X-series", "``X`` is a pandas Series", ALL, ValueError,
          r"Expected a 2-dimensional container", _memo(lambda: _dataframe().iloc[0])),
     Case("X-dataframe-string-column", "``X`` is a DataFrame with a string column", ALL,
@@ -444,8 +445,11 @@ def test_fit_predict_and_fit_transform_refuse_bad_parameters_like_fit(method, es
 FIT_DATA_CASES = [c for c in DATA_CASES + WEIGHT_CASES if "fit" in c.methods]
 
 
-@pytest.mark.parametrize("estimator", BOTH)
-@pytest.mark.parametrize("case", FIT_DATA_CASES, ids=[c.id for c in FIT_DATA_CASES])
+@pytest.mark.parametrize(
+    "case, estimator",
+    [(c, e) for c in FIT_DATA_CASES for e in BOTH if e in c.estimators],
+    ids=[f"{c.id}-{e}" for c in FIT_DATA_CASES for e in BOTH if e in c.estimators],
+)
 def test_failed_fit_of_an_unfitted_estimator_leaves_no_attribute(case, estimator):
     est = ESTIMATORS[estimator]()
     before = copy.deepcopy(est.__dict__)

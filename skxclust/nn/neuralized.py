@@ -44,6 +44,11 @@ __all__ = [
 def squared_distances(x: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
     """Squared Euclidean distances between rows of ``x`` and ``centers``.
 
+    Computed as ``||x||^2 - 2 x.mu + ||mu||^2`` (one matrix product); for dense ``x``,
+    the entries that this expansion leaves with less than half their digits (``d <
+    sqrt(eps) (||x||^2 + ||mu||^2)``: a row at or next to a centroid) are recomputed from
+    the differences, so that the distance of a centroid to itself is exactly 0.
+
     Parameters
     ----------
     x : Tensor of shape (N, D)
@@ -54,6 +59,14 @@ def squared_distances(x: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
     -------
     Tensor of shape (N, K)
         ``||x_n - centers_k||^2``, clamped at 0 against rounding.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import squared_distances
+    >>> mu = torch.tensor([[0.1, 0.7], [3.0, 4.0]], dtype=torch.float64)
+    >>> squared_distances(mu, mu).diagonal().tolist()
+    [0.0, 0.0]
     """
     if is_sparse(x):
         x_sq = row_norms(x)[:, None]
@@ -61,6 +74,12 @@ def squared_distances(x: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         x_sq = (x * x).sum(dim=1, keepdim=True)
     c_sq = (centers * centers).sum(dim=1)
     d = x_sq - 2.0 * (x @ centers.T) + c_sq
+    if not is_sparse(x):
+        lost = d < math.sqrt(torch.finfo(d.dtype).eps) * (x_sq + c_sq)
+        if bool(lost.any()):
+            rows, cols = torch.nonzero(lost, as_tuple=True)
+            diff = x[rows] - centers[cols]
+            d[rows, cols] = (diff * diff).sum(dim=1)
     return d.clamp_min_(0.0)
 
 

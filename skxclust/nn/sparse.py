@@ -19,6 +19,7 @@ import torch
 __all__ = [
     "is_sparse",
     "row_block",
+    "select_rows",
     "take_rows",
     "to_dense",
     "row_norms",
@@ -62,22 +63,41 @@ def to_dense(X: torch.Tensor) -> torch.Tensor:
     return X.to_dense() if is_sparse(X) else X
 
 
-def take_rows(X: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """The rows ``index`` of ``X`` as a dense tensor of shape ``(len(index), D)``."""
+def _gathered(X: torch.Tensor, index: torch.Tensor):
+    """For the rows ``index`` of a CSR ``X``: their lengths and the positions of their
+    stored values in ``X.values()``, row after row."""
+    crow = X.crow_indices().to(torch.long)
+    starts = crow[index]
+    lengths = crow[index + 1] - starts
+    total = int(lengths.sum())
+    rows = torch.repeat_interleave(torch.arange(index.numel(), device=X.device), lengths,
+                                   output_size=total)
+    offsets = torch.cumsum(lengths, 0) - lengths  # start of every row in the output
+    positions = starts[rows] + torch.arange(total, device=X.device) - offsets[rows]
+    return lengths, rows, positions
+
+
+def select_rows(X: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The rows ``index`` of ``X`` in the layout of ``X`` (CSR stays CSR)."""
     if not is_sparse(X):
         return X[index]
     index = index.to(X.device).reshape(-1)
-    crow = X.crow_indices().to(torch.long)
-    starts, stops = crow[index], crow[index + 1]
-    lengths = stops - starts
+    lengths, _, positions = _gathered(X, index)
+    crow = torch.zeros(index.numel() + 1, dtype=torch.long, device=X.device)
+    crow[1:] = torch.cumsum(lengths, 0)
+    index_dtype = X.crow_indices().dtype
+    return _csr(crow.to(index_dtype), X.col_indices()[positions], X.values()[positions],
+                (index.numel(), X.shape[1]))
+
+
+def take_rows(X: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The rows ``index`` of ``X`` as a dense tensor of shape ``(len(index), D)`` (for a
+    few rows: seeds, relocated samples)."""
+    if not is_sparse(X):
+        return X[index]
+    index = index.to(X.device).reshape(-1)
+    _, rows, positions = _gathered(X, index)
     out = X.values().new_zeros(index.numel(), X.shape[1])
-    if int(lengths.sum()) == 0:
-        return out
-    rows = torch.repeat_interleave(torch.arange(index.numel(), device=X.device), lengths)
-    # position of every kept value in X.values(): its row's start plus its rank in the row
-    offsets = torch.cumsum(lengths, 0) - lengths
-    ranks = torch.arange(int(lengths.sum()), device=X.device) - offsets[rows]
-    positions = starts[rows] + ranks
     out[rows, X.col_indices()[positions].to(torch.long)] = X.values()[positions]
     return out
 
