@@ -1,4 +1,7 @@
-"""Thin-plate splines, warp operators and the batched pair optimiser (skxclust.nn)."""
+"""Thin-plate splines, warp operators and the centroid update for fixed warps (skxclust.nn).
+
+The warp fits themselves are tested in test_warp_solver.py.
+"""
 
 import ast
 import pathlib
@@ -8,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from skxclust.nn.align import optimize_pairs, optimize_warps, pair_losses, solve_centroids
+from skxclust.nn.align import solve_centroids
 from skxclust.nn.tps import (
     affine_basis,
     control_points,
@@ -20,6 +23,7 @@ from skxclust.nn.tps import (
     tps_kernel_matrix,
     warp_grid,
 )
+from skxclust.nn.warp_solver import warp_energy
 from skxclust.nn.warps import (
     invert_warps,
     make_warp_model,
@@ -116,34 +120,6 @@ def test_unknown_transform_is_refused_with_its_name():
 
 
 @pytest.mark.parametrize("shape, transform", SHAPES_TRANSFORMS)
-def test_handwritten_gradient_matches_autograd(shape, transform):
-    model = make_warp_model(shape, 9, transform, F64)
-    g = torch.Generator().manual_seed(1)
-    n_pixels = shape[0] * shape[1]
-    x = torch.rand(4, n_pixels, dtype=F64, generator=g)
-    c = torch.rand(3, n_pixels, dtype=F64, generator=g)
-    pen = torch.rand(4, dtype=F64, generator=g)
-    params = 0.1 * torch.randn(4, 3, model.n_basis, model.ndim, dtype=F64, generator=g)
-    params.requires_grad_(True)
-    grid = warp_grid(model.points, model.basis, params.reshape(12, model.n_basis, model.ndim))
-    sg = to_sampling_grid(grid, shape)
-    src = c.reshape(3, 1, *shape).repeat(4, 1, 1, 1)  # pair (b, k) -> row 3 b + k
-    warped = F.grid_sample(src, sg, align_corners=True).reshape(4, 3, n_pixels)
-    disp = model.landmark_basis @ params
-    ref = ((warped - x[:, None]) ** 2).sum(-1) + pen[:, None] * (disp**2).sum((-1, -2))
-    (ref_grad,) = torch.autograd.grad(ref.sum(), params)
-    ours = pair_losses(x, c, model, params.detach(), pen)
-    torch.testing.assert_close(ours, ref.detach())
-    # One Adam step from the start moves each parameter by -lr * sign(grad).
-    _, moved = optimize_warps(x, c, model, n_steps=1, learning_rate=1e-3, penalty=pen,
-                              init=params.detach())
-    step = (moved - params.detach()) / 1e-3
-    changed = step.abs() > 0.5  # rows whose step improved the loss (the best is kept)
-    torch.testing.assert_close(step[changed], -torch.sign(ref_grad)[changed], atol=1e-4,
-                               rtol=0)
-
-
-@pytest.mark.parametrize("shape, transform", SHAPES_TRANSFORMS)
 def test_adjoint_is_the_transpose_of_the_warp(shape, transform):
     model = make_warp_model(shape, 9, transform, F64)
     g = torch.Generator().manual_seed(2)
@@ -161,56 +137,6 @@ def test_adjoint_is_the_transpose_of_the_warp(shape, transform):
     torch.testing.assert_close(cover, cover_ones)
     normal = warp_normal(mu, model, params, labels, w)
     assert float((mu * normal).sum()) == pytest.approx(float((w[:, None] * s_mu**2).sum()))
-
-
-def test_pairs_are_optimised_independently_of_their_chunk():
-    model = make_warp_model((8, 8), 4, "tps", F64)
-    g = torch.Generator().manual_seed(3)
-    x, c = torch.rand(6, 64, dtype=F64, generator=g), torch.rand(3, 64, dtype=F64, generator=g)
-    losses, params = optimize_warps(x, c, model, n_steps=15, learning_rate=0.05)
-    one_l, one_p = optimize_warps(x[2:3], c[1:2], model, n_steps=15, learning_rate=0.05)
-    torch.testing.assert_close(one_l[0, 0], losses[2, 1])
-    torch.testing.assert_close(one_p[0, 0], params[2, 1])
-    pl, pp = optimize_pairs(x[[2, 4]], c[[1, 0]], model, n_steps=15, learning_rate=0.05)
-    torch.testing.assert_close(pl, losses[[2, 4], [1, 0]])
-    torch.testing.assert_close(pp, params[[2, 4], [1, 0]])
-
-
-def test_optimised_loss_never_exceeds_the_identity_loss():
-    model = make_warp_model((8, 8), 9, "affine+tps", F64)
-    g = torch.Generator().manual_seed(4)
-    x, c = torch.rand(5, 64, dtype=F64, generator=g), torch.rand(4, 64, dtype=F64, generator=g)
-    start, _ = optimize_warps(x, c, model, n_steps=0)
-    torch.testing.assert_close(start, torch.cdist(x, c) ** 2)
-    losses, _ = optimize_warps(x, c, model, n_steps=10, learning_rate=0.5, coarse_steps=5)
-    assert torch.all(losses <= start + 1e-12)
-
-
-def test_screening_keeps_the_trajectory_of_the_surviving_pairs():
-    model = make_warp_model((8, 8), 4, "tps", F64)
-    g = torch.Generator().manual_seed(5)
-    x, c = torch.rand(6, 64, dtype=F64, generator=g), torch.rand(5, 64, dtype=F64, generator=g)
-    full_l, full_p = optimize_warps(x, c, model, n_steps=12, learning_rate=0.05)
-    losses, params = optimize_warps(x, c, model, n_steps=12, learning_rate=0.05,
-                                    n_candidates=2, screen_steps=3)
-    assert torch.all(losses >= full_l - 1e-12)  # dropped pairs report an upper bound
-    kept = torch.isclose(losses, full_l, rtol=0, atol=1e-12)
-    assert torch.all(kept.sum(1) >= 2)
-    torch.testing.assert_close(params[kept], full_p[kept])
-
-
-def test_a_known_translation_is_recovered_by_the_optimiser():
-    model = make_warp_model((16, 16), 16, "tps", F64)
-    centroid = blob()
-    shifted = blob(center=(0.2, -0.1))
-    losses, params = optimize_warps(shifted[None], centroid[None], model, n_steps=150,
-                                    learning_rate=0.01)
-    assert float(losses[0, 0]) < 0.02 * float(((shifted - centroid) ** 2).sum())
-    # Around the blob, the centroid is sampled 0.2 to the left and 0.1 below.
-    shift = torch.tensor([0.2, -0.1], dtype=F64)
-    centre = ((model.points - shift) ** 2).sum(1).argmin()
-    grid = warp_grids(model, params[:, 0]).reshape(-1, 2)
-    torch.testing.assert_close(grid[centre], model.points[centre] - shift, atol=0.03, rtol=0)
 
 
 def test_solve_centroids_reaches_the_least_squares_optimum():
@@ -240,7 +166,7 @@ def test_solve_centroids_never_increases_the_distortion():
     params = 0.3 * torch.randn(20, 9, 2, dtype=F64, generator=g)
 
     def distortion(mu):
-        return float(pair_losses(X, mu, model, params[:, None].expand(-1, 3, -1, -1))
+        return float(warp_energy(X, mu, model, params[:, None].expand(-1, 3, -1, -1), 0.0)
                      .gather(1, labels[:, None]).sum())
 
     start = torch.rand(3, 36, dtype=F64, generator=g)
@@ -274,7 +200,7 @@ def test_unwarping_a_warped_image_gives_the_original_back():
     assert float(((back - image) ** 2).sum()) < 0.1 * float(((warped - image) ** 2).sum())
 
 
-@pytest.mark.parametrize("module", ["tps.py", "warps.py", "align.py"])
+@pytest.mark.parametrize("module", ["tps.py", "warps.py", "warp_solver.py", "align.py"])
 def test_nn_warp_modules_do_not_import_sklearn(module):
     path = pathlib.Path(__file__).parents[1] / "skxclust" / "nn" / module
     tree = ast.parse(path.read_text())

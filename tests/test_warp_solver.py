@@ -3,10 +3,18 @@
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from skxclust.nn.tps import control_points, pixel_grid, tps_penalty_matrices
+from skxclust.nn.tps import (
+    control_points,
+    grid_size_from_landmarks,
+    pixel_grid,
+    to_sampling_grid,
+    tps_penalty_matrices,
+    warp_grid,
+)
 from skxclust.nn.warp_solver import _Coordinates, _Pairs, fit_warps, warp_energy, warp_log_volume
-from skxclust.nn.warps import make_warp_model, warp_images
+from skxclust.nn.warps import make_warp_model, warp_grids, warp_images
 
 F64 = torch.float64
 MODELS = [((9, 10), "tps", 9), ((9, 10), "affine", 9), ((9, 10), "affine+tps", 9),
@@ -56,6 +64,39 @@ def test_normal_equations_are_gauss_newton_of_the_energy(shape, transform, n_lan
 
 
 @pytest.mark.parametrize("shape, transform, n_landmarks", MODELS)
+def test_energy_matches_an_independent_reference(shape, transform, n_landmarks):
+    # grid_sample on warp_grid's grids, and the penalty from the landmark displacements
+    model = make_warp_model(shape, n_landmarks, transform, F64)
+    g = torch.Generator().manual_seed(3)
+    n_pixels = shape[0] * shape[1]
+    x = torch.rand(4, n_pixels, dtype=F64, generator=g)
+    mu = torch.rand(3, n_pixels, dtype=F64, generator=g)
+    pen = torch.rand(4, dtype=F64, generator=g)
+    params = 0.1 * torch.randn(4, 3, model.n_basis, model.ndim, dtype=F64, generator=g)
+    grid = warp_grid(model.points, model.basis, params.reshape(12, model.n_basis, model.ndim))
+    src = mu.reshape(3, 1, *shape).repeat(4, 1, 1, 1)  # pair (b, k) -> row 3 b + k
+    warped = F.grid_sample(src, to_sampling_grid(grid, shape),
+                           align_corners=True).reshape(4, 3, n_pixels)
+    centers = control_points(grid_size_from_landmarks(n_landmarks), model.ndim, F64)
+    bending, affine, _ = tps_penalty_matrices(centers)
+    disp = model.landmark_basis @ params  # (4, 3, L, D)
+    size = 0.7 * (disp * (bending @ disp)).sum((-1, -2)) + 0.3 * (disp * (affine @ disp)).sum(
+        (-1, -2))
+    ref = ((warped - x[:, None]) ** 2).sum(-1) + pen[:, None] * size
+    ours = warp_energy(x, mu, model, params, pen, bending_weight=0.7, affine_weight=0.3)
+    torch.testing.assert_close(ours, ref)
+
+
+def test_zero_steps_give_the_plain_squared_distance():
+    model = make_warp_model((8, 8), 9, "affine+tps", F64)
+    g = torch.Generator().manual_seed(4)
+    x, mu = torch.rand(5, 64, dtype=F64, generator=g), torch.rand(4, 64, dtype=F64, generator=g)
+    energy, params = fit_warps(x, mu, model, penalty=1.0, n_steps=0)
+    torch.testing.assert_close(energy, torch.cdist(x, mu) ** 2)
+    assert torch.all(params == 0)
+
+
+@pytest.mark.parametrize("shape, transform, n_landmarks", MODELS)
 def test_fitted_energy_never_exceeds_the_identity_energy(shape, transform, n_landmarks):
     model = make_warp_model(shape, n_landmarks, transform, F64)
     x, mu = images(shape, 5)
@@ -80,6 +121,30 @@ def test_a_known_warp_is_recovered_and_the_fit_is_converged():
     assert float(grid_error) < 0.01  # the warp, not just the image, is recovered
     more, _ = fit_warps(x, mu, model, penalty=1e-6, n_steps=40)
     assert float(energy - more) <= 1e-3 * float(identity)
+
+
+def test_a_known_translation_is_recovered_with_the_estimator_defaults():
+    # 16 landmarks, penalty = contrast, 5 affine + 10 LM steps: as SpatialTransformerKMeans
+    shape = (16, 16)
+    model = make_warp_model(shape, 16, "tps", F64)
+    p = pixel_grid(shape, 2, F64)
+
+    def disc(cx, cy):
+        return torch.exp(-((p - torch.tensor([cx, cy], dtype=F64)) ** 2).sum(1) / 0.18)
+
+    centroid, shifted = disc(0.0, 0.0), disc(0.2, -0.1)
+    contrast = ((shifted - shifted.mean()) ** 2).sum()
+    energy, params = fit_warps(shifted[None], centroid[None], model, penalty=contrast,
+                               n_steps=10, affine_steps=5)
+    assert float(energy[0, 0]) < 0.1 * float(((shifted - centroid) ** 2).sum())
+    # Around the blob, the centroid is sampled 0.2 to the left and 0.1 below.
+    shift = torch.tensor([0.2, -0.1], dtype=F64)
+    centre = ((model.points - shift) ** 2).sum(1).argmin()
+    grid = warp_grids(model, params[:, 0]).reshape(-1, 2)
+    torch.testing.assert_close(grid[centre], model.points[centre] - shift, atol=0.02, rtol=0)
+    # With a weak penalty the blob is matched almost exactly.
+    weak, _ = fit_warps(shifted[None], centroid[None], model, penalty=1e-3, n_steps=10)
+    assert float(weak[0, 0]) < 0.01 * float(((shifted - centroid) ** 2).sum())
 
 
 def test_doubling_the_steps_barely_moves_the_energies():

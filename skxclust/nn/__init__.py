@@ -2,11 +2,13 @@
 
 Layers (:mod:`skxclust.nn.neuralized`) and the relevance rules that explain them
 (:mod:`skxclust.nn.lrp`) are usable on their own, e.g. with zennit or captum.
-Thin-plate-spline and affine warps (:mod:`skxclust.nn.tps`, :mod:`skxclust.nn.warps`) and
-the batched warp optimisation of ST K-means (:mod:`skxclust.nn.align`) likewise.
+Thin-plate-spline and affine warps (:mod:`skxclust.nn.tps`, :mod:`skxclust.nn.warps`), the
+regularised warp fit of ST K-means for all (sample, centroid) pairs at once
+(:mod:`skxclust.nn.warp_solver`, Levenberg–Marquardt) and its centroid update for fixed warps
+(:mod:`skxclust.nn.align`) likewise.
 """
 
-from .align import optimize_pairs, optimize_warps, pair_losses, solve_centroids
+from .align import solve_centroids
 from .canonizers import NeuralizingCanonizer
 from .lrp import (
     midpoint_basis,
@@ -35,10 +37,12 @@ from .tps import (
     tps_bending_energy_matrix,
     tps_interpolation_matrix,
     tps_kernel_matrix,
+    tps_penalty_matrices,
     tps_system_matrix,
     warp_basis,
     warp_grid,
 )
+from .warp_solver import fit_warps, warp_energy, warp_log_volume
 from .warps import (
     WarpModel,
     invert_warps,
@@ -73,22 +77,23 @@ __all__ = [
     "WarpModel",
     "affine_basis",
     "control_points",
+    "fit_warps",
     "invert_warps",
     "make_warp_model",
-    "optimize_pairs",
-    "optimize_warps",
-    "pair_losses",
     "pixel_grid",
     "solve_centroids",
     "tps_bending_energy_matrix",
     "tps_interpolation_matrix",
     "tps_kernel_matrix",
+    "tps_penalty_matrices",
     "tps_system_matrix",
     "unwarp_images",
     "warp_adjoint",
     "warp_basis",
+    "warp_energy",
     "warp_grid",
     "warp_grids",
     "warp_images",
+    "warp_log_volume",
     "warp_normal",
 ]

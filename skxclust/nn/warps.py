@@ -63,9 +63,6 @@ class WarpModel:
         ``points`` as a flattened ``grid_sample`` grid (1-D signals get a zero coordinate).
     flat_basis : Tensor of shape (n_basis * D, P * 2)
         ``flat_points + params.reshape(-1) @ flat_basis`` is the flattened sampling grid.
-    landmark_gram : Tensor of shape (n_basis * D, n_basis * D) or None
-        ``G`` with squared landmark displacement ``= v^T G v`` for ``v = params.reshape(-1)``;
-        None when ``G`` is the identity (TPS).
     axes : list of int
         The ``grid_sample`` coordinate (0: x, 1: y) that each of the ``D`` warped axes moves.
     bending_gram, affine_gram : Tensor of shape (n_basis * D, n_basis * D)
@@ -100,10 +97,6 @@ class WarpModel:
         self.flat_basis = flat_basis.reshape(self.n_basis * ndim, n_pixels * 2)
         self.axes = axes
         eye = torch.eye(ndim, dtype=points.dtype, device=points.device)
-        if transform == "tps":
-            self.landmark_gram = None
-        else:
-            self.landmark_gram = torch.kron(landmark_basis.T @ landmark_basis, eye)
         if centers is None:
             centers = control_points(int(round(landmark_basis.shape[0] ** (1 / ndim))), ndim,
                                      points.dtype, points.device)
@@ -372,7 +365,8 @@ def unwarp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) 
         Samples, in their own frame.
     model : WarpModel
     params : Tensor of shape (B, n_basis, D)
-        Warp of the centroid onto each sample (as returned by :func:`optimize_warps`).
+        Warp of the centroid onto each sample (as fitted by
+        :func:`~skxclust.nn.warp_solver.fit_warps`).
 
     Returns
     -------
