@@ -70,6 +70,31 @@ def test_report_renders_unknown_and_quick_result_files(tmp_path):
     assert report.render(tmp_path / "empty").endswith("run `python -m benchmarks`.")
 
 
+def test_st_speed_section_reads_the_levenberg_marquardt_layout():
+    """bench_st_speed's alignment since the LM solver: per-pair kornia Adam vs fit_warps."""
+    energy = {"n_pairs": 20, "mean_identity": 90.0, "mean_kornia": 50.0,
+              "mean_kornia_offsets_in_our_map": 50.5, "mean_ours": 49.0,
+              "mean_ours_screened": 49.5, "mean_ours_double_steps": 48.9,
+              "pairs_ours_at_or_below_kornia": 17,
+              "pairs_ours_at_or_below_kornia_offsets_in_our_map": 18,
+              "max_ours_over_kornia": 1.02, "max_relative_drop_double_steps": 0.01}
+    config = {"image": [28, 28], "n_landmarks": 16, "n_clusters": 10, "batch_size": 64,
+              "baseline_pairs_timed": 20,
+              "ours": {"affine_steps": 5, "n_steps": 10, "damping": 0.01, "n_candidates": 3,
+                       "screen_steps": 3},
+              "kornia": {"optimizer": "torch.optim.Adam", "n_steps": 40,
+                         "learning_rate": 0.01}}
+    data = {"quick": False, "targets": {"alignment_speedup": 100.0},
+            "alignment": {"config": config, "kornia_seconds_per_pair": 0.1,
+                          "ours_seconds_per_pair": 5e-4,
+                          "ours_screened_seconds_per_pair": 2.5e-4, "speedup": 200.0,
+                          "speedup_screened": 400.0, "energy_on_timed_pairs": energy}}
+    text = report.st_speed_section(data)
+    assert "5 affine + 10 Levenberg–Marquardt steps" in text and "40 Adam steps" in text
+    assert "mean energy 49 on the 20 timed pairs (at or below kornia's on 17 of them)" in text
+    assert "| 200× faster (400× screened) | ≥ 100×: met |" in text
+
+
 def test_ratio_and_time_formatting():
     assert report.ratio(1.98914) == "1.99×"
     assert report.ratio(374.13) == "374×"
