@@ -137,7 +137,7 @@ class WarpGeometry:
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
     # Below this many (sample, centroid, pixel) terms per chunk, each of the ~100 small ops
-    # of an Adam step costs more in thread barriers than it gains from a second thread.
+    # of a warp-fit step costs more in thread barriers than it gains from a second thread.
     serial_below = 2**17
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,

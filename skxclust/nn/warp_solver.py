@@ -60,6 +60,16 @@ class _Coordinates:
         self.size = basis.shape[1]
         self.upper = torch.triu_indices(self.size, self.size, device=basis.device)
         self.outer = basis[:, self.upper[0]] * basis[:, self.upper[1]]
+        # J^T J[(j, d), (k, e)] is entry tri(j, k) of slope product s_d s_e: its position
+        # in the flattened (slope product, triangle entry) output of the one GEMM
+        n_upper = self.upper.shape[1]
+        tri = torch.zeros(self.size, self.size, dtype=torch.long, device=basis.device)
+        order = torch.arange(n_upper, device=basis.device)
+        tri[self.upper[0], self.upper[1]] = order
+        tri[self.upper[1], self.upper[0]] = order
+        ndim = model.ndim
+        product = torch.tensor([[0, 1], [1, 2]] if ndim == 2 else [[0]], device=basis.device)
+        self.gather = (product[None, :, None, :] * n_upper + tri[:, None, :, None]).reshape(-1)
         self.lift = None
         if rows is not None:
             eye = torch.eye(model.ndim, dtype=basis.dtype, device=basis.device)
@@ -118,20 +128,16 @@ class _Pairs:
             slope = slope[:, self.model.axes[0]:self.model.axes[0] + 1]
         if ndim == 2:
             sx, sy = slope[:, 0], slope[:, 1]
-            weights = torch.stack([sx * sx, sx * sy, sy * sy], 1)
+            weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
+            torch.mul(sx, sx, out=weights[:, 0])
+            torch.mul(sx, sy, out=weights[:, 1])
+            torch.mul(sy, sy, out=weights[:, 2])
         else:
             weights = slope * slope
         vals = (weights.reshape(-1, weights.shape[-1]) @ coords.outer).reshape(
             n_pairs, weights.shape[1], -1)
-        blocks = vals.new_zeros(n_pairs, weights.shape[1], size, size)
-        blocks[..., coords.upper[0], coords.upper[1]] = vals
-        blocks[..., coords.upper[1], coords.upper[0]] = vals
-        if ndim == 2:
-            xx, xy, yy = blocks.unbind(1)
-            hess = torch.stack([torch.stack([xx, xy], -1), torch.stack([xy, yy], -1)], 2)
-            hess = hess.reshape(n_pairs, 2 * size, 2 * size)
-        else:
-            hess = blocks[:, 0]
+        hess = torch.index_select(vals.reshape(n_pairs, -1), 1, coords.gather).reshape(
+            n_pairs, size * ndim, size * ndim)
         res = residual.reshape(n_pairs, 1, -1)
         grad = ((slope * res) @ coords.basis).transpose(1, 2).reshape(n_pairs, size * ndim)
         _, gv = _quadratic(flat, self.gram)

@@ -56,9 +56,6 @@ class WarpModel:
     basis : Tensor of shape (P, n_basis)
     landmark_basis : Tensor of shape (L, n_basis)
         Displacement of the ``L`` landmarks per unit of each parameter row.
-    coarse_rows : Tensor of shape (n_basis,), bool
-        Rows updated in the coarse phase of a coarse-to-fine schedule (the affine rows of
-        ``"affine+tps"``; every row otherwise).
     flat_points : Tensor of shape (P * 2,)
         ``points`` as a flattened ``grid_sample`` grid (1-D signals get a zero coordinate).
     flat_basis : Tensor of shape (n_basis * D, P * 2)
@@ -77,14 +74,12 @@ class WarpModel:
         affine.
     """
 
-    def __init__(self, shape, transform, points, basis, landmark_basis, coarse_rows,
-                 centers=None):
+    def __init__(self, shape, transform, points, basis, landmark_basis, centers):
         self.shape = (int(shape[0]), int(shape[1]))
         self.transform = transform
         self.points = points
         self.basis = basis
         self.landmark_basis = landmark_basis
-        self.coarse_rows = coarse_rows
         n_pixels, ndim = points.shape
         axes = [0, 1] if ndim == 2 else [0 if self.shape[0] == 1 else 1]
         flat_points = torch.zeros(n_pixels, 2, dtype=points.dtype, device=points.device)
@@ -97,9 +92,6 @@ class WarpModel:
         self.flat_basis = flat_basis.reshape(self.n_basis * ndim, n_pixels * 2)
         self.axes = axes
         eye = torch.eye(ndim, dtype=points.dtype, device=points.device)
-        if centers is None:
-            centers = control_points(int(round(landmark_basis.shape[0] ** (1 / ndim))), ndim,
-                                     points.dtype, points.device)
         bending, affine, affine_landmarks = tps_penalty_matrices(centers)
         self.bending_gram = torch.kron(landmark_basis.T @ bending @ landmark_basis, eye)
         self.affine_gram = torch.kron(landmark_basis.T @ affine @ landmark_basis, eye)
@@ -178,11 +170,7 @@ def make_warp_model(
     points = pixel_grid((height, width), ndim, dtype, device)
     centers = control_points(grid, ndim, dtype, device)
     basis, landmark_basis = warp_basis(points, centers, transform)
-    coarse = torch.ones(basis.shape[1], dtype=torch.bool, device=points.device)
-    if transform == "affine+tps":
-        coarse[ndim + 1 :] = False
-    return WarpModel((height, width), transform, points, basis, landmark_basis, coarse,
-                     centers)
+    return WarpModel((height, width), transform, points, basis, landmark_basis, centers)
 
 
 def warp_grids(model: WarpModel, params: torch.Tensor) -> torch.Tensor:
