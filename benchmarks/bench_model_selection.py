@@ -216,11 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in datasets:
         X, y = loaders[name]()
         result["datasets"][name] = run_dataset(name, X, y, grid, rows[name], st_params)
+        result["datasets"][name]["grid"] = grid
     result["machine"]["load_average_end"] = load_average()
     previous = read_json(output)
-    if (not args.quick and not previous.get("quick") and previous.get("grid") == grid
-            and "datasets" in previous):
-        # A run on fewer data sets replaces what it measured and keeps the rest.
+    if not args.quick and not previous.get("quick") and "datasets" in previous:
+        # A run on fewer data sets replaces what it measured and keeps the rest (each data
+        # set records its own grid: MNIST may be searched over fewer learning rates).
         result["datasets"] = {**previous["datasets"], **result["datasets"]}
     write_json(output, result)
     print_summary(result)

@@ -305,6 +305,10 @@ def model_selection_section(data: dict) -> str:
         ["data", "criterion", "selected setting", "held-out ACC", "rank", "Spearman ρ with "
          "held-out ACC", "grid best ACC", "grid median ACC", f"within {within:g} of best"],
         rows, "lllrrrlrl")
+    other = [f"{DATA_NAMES.get(name, name)} was searched over {json.dumps(d['grid'])}"
+             for name, d in data["datasets"].items() if d.get("grid", grid) != grid]
+    if other:
+        text += "\n\n" + "; ".join(other) + "."
     return text + "\n\nTargets (selection by `score`): " + "; ".join(verdicts) + "."
 
 

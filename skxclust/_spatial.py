@@ -89,7 +89,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Size of the first warp steps: the Levenberg–Marquardt damping starts at
         ``1e-4 / learning_rate`` for every pair and then adapts per pair, so the fitted
         warps, hence the model, hardly depend on it (the optimum defines the distance).
-    n_steps : int, default=10
+    n_steps : int, default=20
         Levenberg–Marquardt steps on the full warp per (sample, centroid) pair and
         assignment, after ``affine_steps`` on its affine part. 0 means no warping: plain
         k-means from the same initialisation.
@@ -99,10 +99,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     screen_steps : int, default=3
         Full steps after which only the ``n_candidates`` best centroids of a sample are
         fitted further.
-    warp_penalty : float, default=1.0
+    warp_penalty : float, default=0.5
         Weight of the TPS bending energy of the warp, relative to the sample's contrast
         ``||x - mean(x)||^2``. Larger values allow less bending.
-    affine_penalty : float, default=1.0
+    affine_penalty : float, default=0.5
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,
         rotations, scalings and shears.
@@ -244,11 +244,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         warp="tps",
         n_landmarks=16,
         learning_rate=0.01,
-        n_steps=10,
+        n_steps=20,
         affine_steps=5,
         screen_steps=3,
-        warp_penalty=1.0,
-        affine_penalty=1.0,
+        warp_penalty=0.5,
+        affine_penalty=0.5,
         n_candidates=3,
         update_steps=10,
         split_merge_moves=2,
