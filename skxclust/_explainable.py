@@ -334,8 +334,10 @@ class ExplainableKMeans(BaseTorchKMeans):
         >>> X = csr_matrix(np.array([[1., 0, 0], [.9, .1, 0], [0, 0, 1], [0, .2, .8]]))
         >>> km = ExplainableKMeans(n_clusters=2, random_state=0).fit(X)
         >>> features, relevance = km.explain(X, top_k=1)
-        >>> features[:, 0].tolist()
-        [0, 0, 2, 2]
+        >>> km.labels_.tolist()
+        [0, 0, 1, 1]
+        >>> features[:, 0].tolist()  # a feature's absence from the rival cluster counts too
+        [0, 2, 2, 0]
         """
         raw, extremes = self._validated_tensor(X)
         check_explainable_n_clusters(self.n_clusters)

@@ -173,10 +173,10 @@ def test_every_init_gives_a_valid_fit(shapes, init):
 
 @pytest.mark.parametrize("moves, ari", [(0, "bad"), (2, 1.0)])
 def test_split_merge_moves_repair_a_fit_with_two_shapes_in_one_cluster(moves, ari):
-    # two centroids start on bars, one between a ring and an L: Lloyd iterations keep
-    # the ring and the L together; a split-merge move separates them
+    # two centroids start on rings, one between a bar and an L: Lloyd iterations keep
+    # the bar and the L together; a split-merge move separates them
     X, y = deformed_dataset(n_per_class=10)
-    init = np.stack([X[0], X[5], 0.5 * (X[12] + X[25])])
+    init = np.stack([X[10], X[13], 0.5 * (X[0] + X[20])])
     st = SpatialTransformerKMeans(3, init=init, n_landmarks=9, split_merge_moves=moves,
                                   random_state=0).fit(X)
     if ari == "bad":
@@ -188,7 +188,7 @@ def test_split_merge_moves_repair_a_fit_with_two_shapes_in_one_cluster(moves, ar
 
 def test_split_merge_moves_are_reported_with_verbose(capsys):
     X, _ = deformed_dataset(n_per_class=10)
-    init = np.stack([X[0], X[5], 0.5 * (X[12] + X[25])])
+    init = np.stack([X[10], X[13], 0.5 * (X[0] + X[20])])
     SpatialTransformerKMeans(3, init=init, n_landmarks=9, verbose=1, random_state=0).fit(X)
     out = capsys.readouterr().out
     assert "Split-merge move 1" in out and "kept" in out
