@@ -48,8 +48,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     budget: each (sample, centroid) pair is a small non-linear least-squares problem
     (``2 * n_landmarks`` unknowns), solved by Levenberg–Marquardt steps (damped
     Gauss–Newton; the energy never rises) for all pairs of a chunk of ``batch_size``
-    samples at once, the affine part first (coarse to fine). Doubling ``n_steps`` changes
-    the clustering by well under 1 % (see the user guide). The TPS system is inverted once,
+    samples at once, the affine part first (coarse to fine). Doubling ``n_steps`` moved
+    the mean held-out accuracy by at most 0.002 on digits and MNIST-5k, and that of any
+    split by at most 0.006 (see the user guide). The TPS system is inverted once,
     so a warp costs one matrix product with the landmark offsets.
 
     Lloyd iterations assign each sample to the centroid with the smallest warped distance,
