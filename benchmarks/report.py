@@ -211,8 +211,6 @@ def _quality_targets(name: str, d: dict, targets: dict) -> str:
 
 def quality_section(data: dict) -> str:
     """Held-out ``predict`` ACC / NMI / ARI over random splits, against k-means and targets."""
-    if "splits" not in data:
-        return _quality_single_seed(data)
     rows, targets, iterations = [], [], []
     for name, d in data["datasets"].items():
         methods = d["methods"]
@@ -312,59 +310,6 @@ def model_selection_section(data: dict) -> str:
     return text + "\n\nTargets (selection by `score`): " + "; ".join(verdicts) + "."
 
 
-def _quality_single_seed(data: dict) -> str:
-    """The former ``quality.json`` (one seed, ``labels_`` scored): until it is re-run."""
-    labels = {"kmeans": "sklearn KMeans, n_init=10", "st_affine": 'ST K-means, `warp="affine"`',
-              "st_tps": 'ST K-means, `warp="tps"` (default)',
-              "st_affine_tps": 'ST K-means, `warp="affine+tps"`'}
-    rows, targets, iterations = [], [], []
-    for name, d in data["datasets"].items():
-        methods = d["methods"]
-        base = methods.get("kmeans")
-        best = max(m["acc"] for m in methods.values())
-        for i, (label, m) in enumerate(methods.items()):
-            acc = f"{m['acc']:.3f}"
-            acc = f"**{acc}**" if m["acc"] == best else acc
-            if base and label != "kmeans":
-                acc_ratio = ratio(m["acc"] / base["acc"])
-                time_ratio = (f"{ratio(m['fit_seconds'] / base['fit_seconds'])} "
-                              f"({seconds(m['fit_seconds'])})")
-            else:
-                acc_ratio, time_ratio = "1", f"1 ({seconds(m['fit_seconds'])})"
-            rows.append([_data(name, d) if i == 0 else DATA_NAMES.get(name, name),
-                         labels.get(label, label), acc, f"{m['nmi']:.3f}", f"{m['ari']:.3f}",
-                         acc_ratio, time_ratio])
-        tps = methods.get("st_tps")
-        if tps:
-            bar, aim = data.get("bars_acc", {}).get(name), data.get("aims_acc", {}).get(name)
-            parts = [f"bar {bar:.2f} {met(d.get('st_tps_meets_bar'))}"] if bar else []
-            parts += [f"aim {aim:.2f} {met(d.get('st_tps_meets_aim'))}"] if aim else []
-            targets.append(f"{DATA_NAMES.get(name, name)} {tps['acc']:.3f} "
-                           f"({', '.join(parts)})")
-            accs = tps.get("acc_per_iteration", [])
-            shown = [f"{a:.3f}" for a in accs[:3]]
-            if len(accs) > 3:
-                shown += ["…", f"{accs[-1]:.3f}"]
-            if shown:
-                iterations.append(f"{DATA_NAMES.get(name, name)} {' → '.join(shown)}")
-    intro = ("**Clustering quality** (`bench_quality.py` → `quality.json`; "
-             f"{data.get('n_clusters', '?')} clusters, `random_state=0`, default parameters, "
-             "model selection by distortion only, labels used only to score; best ACC per "
-             "data set in bold):")
-    if _quick(data):
-        q = data.get("quick_settings", {})
-        intro += (f" quick run, {q.get('rows', '?')}-row subset, ST fits shortened to "
-                  f"{q.get('st_params', '?')}: not comparable to a full run.")
-    text = intro + "\n\n" + table(["data", "method", "ACC", "NMI", "ARI", "ACC / k-means ACC",
-                                   "fit time / k-means fit time"], rows, "llrrrrr")
-    if targets:
-        text += "\n\nACC of ST K-means (TPS) against its targets: " + "; ".join(targets) + "."
-    if iterations:
-        text += (" ACC per Lloyd iteration (TPS; iteration 0 is the assignment to the "
-                 "initial centroids): " + "; ".join(iterations) + ".")
-    return text
-
-
 def st_speed_section(data: dict) -> str:
     """Alignment vs kornia per pair, fit time, peak memory growth."""
     targets, quick = data.get("targets", {}), _quick(data)
@@ -374,33 +319,22 @@ def st_speed_section(data: dict) -> str:
 
     rows = []
     a = data.get("alignment")
-    # Files written before the Levenberg–Marquardt solver: Adam on both sides.
-    adam_both = bool(a) and "ours" not in a["config"]
     if a:
         c = a["config"]
         aim = targets.get("alignment_speedup")
-        if adam_both:
-            measure = (f"align one (sample, centroid) pair: {c['n_steps']} Adam steps, "
-                       f"{c['n_landmarks']} TPS landmarks, {c['image'][0]}×{c['image'][1]}")
-            ours = (f"{seconds(a['ours_seconds_per_pair'])} per pair, batched "
-                    f"({seconds(a['ours_screened_seconds_per_pair'])} with candidate "
-                    "screening)")
-            theirs = (f"kornia `get_tps_transform` + `warp_image_tps`, one pair at a time: "
-                      f"{seconds(a['kornia_seconds_per_pair'])} per pair")
-        else:
-            o, k, e = c["ours"], c["kornia"], a["energy_on_timed_pairs"]
-            measure = (f"fit the warp of one (sample, centroid) pair, {c['n_landmarks']} TPS "
-                       f"landmarks, {c['image'][0]}×{c['image'][1]}, the same energy")
-            ours = (f"`fit_warps`, {o['affine_steps']} affine + {o['n_steps']} "
-                    f"Levenberg–Marquardt steps, all pairs batched: "
-                    f"{seconds(a['ours_seconds_per_pair'])} per pair "
-                    f"({seconds(a['ours_screened_seconds_per_pair'])} with candidate "
-                    f"screening); mean energy {e['mean_ours']:.4g} on the "
-                    f"{e['n_pairs']} timed pairs (at or below kornia's on "
-                    f"{e['pairs_ours_at_or_below_kornia']} of them)")
-            theirs = (f"kornia `get_tps_transform` + `warp_image_tps`, {k['n_steps']} Adam "
-                      f"steps, one pair at a time: {seconds(a['kornia_seconds_per_pair'])} "
-                      f"per pair; mean energy {e['mean_kornia']:.4g}")
+        o, k, e = c["ours"], c["kornia"], a["energy_on_timed_pairs"]
+        measure = (f"fit the warp of one (sample, centroid) pair, {c['n_landmarks']} TPS "
+                   f"landmarks, {c['image'][0]}×{c['image'][1]}, the same energy")
+        ours = (f"`fit_warps`, {o['affine_steps']} affine + {o['n_steps']} "
+                f"Levenberg–Marquardt steps, all pairs batched: "
+                f"{seconds(a['ours_seconds_per_pair'])} per pair "
+                f"({seconds(a['ours_screened_seconds_per_pair'])} with candidate "
+                f"screening); mean energy {e['mean_ours']:.4g} on the "
+                f"{e['n_pairs']} timed pairs (at or below kornia's on "
+                f"{e['pairs_ours_at_or_below_kornia']} of them)")
+        theirs = (f"kornia `get_tps_transform` + `warp_image_tps`, {k['n_steps']} Adam "
+                  f"steps, one pair at a time: {seconds(a['kornia_seconds_per_pair'])} "
+                  f"per pair; mean energy {e['mean_kornia']:.4g}")
         rows.append([
             measure, ours, theirs,
             f"{ratio(a['speedup'])} faster ({ratio(a['speedup_screened'])} screened)",
@@ -426,14 +360,10 @@ def st_speed_section(data: dict) -> str:
                      f"{ratio(m['peak_rss_ratio'])} (the fit's own increase: "
                      f"{inc[n_large]:.0f} vs {inc[n_small]:.0f} MiB)",
                      "–" if aim is None else f"≤ {aim:g}×: {judged(m['peak_rss_ratio'] <= aim)}"])
-    if adam_both or not a:
-        intro = ("**ST K-means speed and memory** (`bench_st_speed.py` → `st_speed.json`; "
-                 "the same steps, learning rate and penalty on both sides of the alignment):")
-    else:
-        intro = ("**ST K-means speed and memory** (`bench_st_speed.py` → `st_speed.json`; "
-                 "the alignment minimises the same regularised energy on both sides, ours by "
-                 "batched Levenberg–Marquardt, the kornia baseline by a first-order per-pair "
-                 "fit as a kornia user would write it):")
+    intro = ("**ST K-means speed and memory** (`bench_st_speed.py` → `st_speed.json`; "
+             "the alignment minimises the same regularised energy on both sides, ours by "
+             "batched Levenberg–Marquardt, the kornia baseline by a first-order per-pair "
+             "fit as a kornia user would write it):")
     return intro + "\n\n" + table(["measure", "skxclust", "baseline", "ratio", "target"], rows)
 
 
