@@ -54,14 +54,14 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     so a warp costs one matrix product with the landmark offsets.
 
     Lloyd iterations assign each sample to the centroid with the smallest warped distance,
-    then set each centroid to the image minimising its members' distortion for the fixed
-    warps: the least-squares solution of
-    :math:`(\sum_i S_i^\top S_i)\,\mu = \sum_i S_i^\top x_i` (:math:`S_i` the resampling
-    operator of member :math:`i`'s warp), by ``update_steps`` conjugate-gradient steps
-    started from the adjoint-weighted average :math:`\sum_i S_i^\top x_i / \sum_i
-    S_i^\top 1` (the members splatted back into the centroid frame), so centroids stay
-    sharp. Every assignment fits the warps afresh, exactly as :meth:`predict` does on new
-    rows, so ``labels_`` is ``predict(X_train)``.
+    then set each centroid to the adjoint-weighted average :math:`\sum_i S_i^\top x_i /
+    \sum_i S_i^\top 1` of its members (:math:`S_i` the resampling operator of member
+    :math:`i`'s warp: the members splatted back into the centroid frame), or keep it where
+    that does not lower the distortion for the fixed warps; ``update_steps``
+    conjugate-gradient steps go on towards the least-squares solution of
+    :math:`(\sum_i S_i^\top S_i)\,\mu = \sum_i S_i^\top x_i` (off by default, see
+    ``update_steps``). Every assignment fits the warps afresh, exactly as :meth:`predict`
+    does on new rows, so ``labels_`` is ``predict(X_train)``.
 
     The default initialisation over-segments with Euclidean k-means (``2 * n_clusters``
     clusters, best inertia of 10 k-means++ runs), sharpens the over-segmentation by one
@@ -114,9 +114,13 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         an upper bound of their optimum. None fits every pair fully. :meth:`predict`,
         :meth:`transform`, :meth:`score`, :meth:`decision_function` and :meth:`explain`
         all use the same fits, so ``transform(X).argmin(1) == predict(X)``.
-    update_steps : int, default=10
-        Conjugate-gradient steps of the centroid update; 0 keeps the better of the previous
-        centroid and the adjoint-weighted average.
+    update_steps : int, default=0
+        Conjugate-gradient steps towards the least-squares centroid for fixed warps; 0 keeps
+        the better (lower distortion) of the previous centroid and the adjoint-weighted
+        average of the members. The least-squares centroid undoes the blur of the
+        members' resampling (a deconvolution) and sharpens noise with it: with 10 steps the
+        training accuracy fell over the Lloyd iterations (digits 0.96 -> 0.92) and held-out
+        accuracy was 0.03 lower on digits and MNIST-5k subsets than with 0.
     split_merge_moves : int, default=2
         After the Lloyd iterations of an in-memory :meth:`fit`, up to this many
         split–merge moves: one cluster is removed (its members go to their second-nearest
@@ -251,7 +255,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         warp_penalty=0.5,
         affine_penalty=0.5,
         n_candidates=3,
-        update_steps=10,
+        update_steps=0,
         split_merge_moves=2,
         init="k-means+merge",
         n_init="auto",
