@@ -254,7 +254,9 @@ def quality_section(data: dict) -> str:
                  + "; ".join(targets) + ".")
     if iterations:
         text += (" Training-row ACC per Lloyd iteration of split 0 (TPS; iteration 0 is the "
-                 "assignment to the initial centroids): " + "; ".join(iterations) + ".")
+                 "assignment to the initial centroids; the iterations after a split-merge "
+                 "move are listed too, also when the move is undone): "
+                 + "; ".join(iterations) + ".")
     return text
 
 
