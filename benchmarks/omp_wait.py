@@ -4,12 +4,14 @@
 
 Each run is a fresh process that fits ``SpatialTransformerKMeans(n_clusters=10,
 random_state=0)`` (defaults) on scikit-learn's digits with ``torch.set_num_threads(2)``,
-with ``OMP_WAIT_POLICY`` removed from its environment, in two orders of import:
+with ``OMP_WAIT_POLICY`` and ``GOMP_SPINCOUNT`` removed from its environment, in two orders
+of import:
 
 - ``torch first``: ``import torch`` before ``import skxclust``, so libgomp keeps its own
   default (idle threads spin before they sleep): what every user had before skxclust
   set the policy, and what a user who imports torch first still gets;
-- ``skxclust first``: skxclust sets ``OMP_WAIT_POLICY=PASSIVE`` before torch loads.
+- ``skxclust first``: skxclust sets ``GOMP_SPINCOUNT=3000`` (a short spin) before torch
+  loads.
 
 Each order runs alone and next to one competing busy process (``while True: pass``), the
 configurations interleaved. Wall and CPU seconds (user + system) of every fit are
@@ -38,7 +40,7 @@ t0, c0 = time.perf_counter(), os.times()
 skxclust.SpatialTransformerKMeans(n_clusters=10, random_state=0).fit(X)
 c1 = os.times()
 print(time.perf_counter() - t0, (c1.user - c0.user) + (c1.system - c0.system),
-      os.environ.get("OMP_WAIT_POLICY"))
+      os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"))
 """
 ORDERS = {
     "torch first": "import torch\nimport skxclust",
@@ -48,14 +50,16 @@ ORDERS = {
 
 def run_fit(order: str, timeout: float) -> dict:
     """One fit in a fresh process; wall and CPU seconds (None when it timed out)."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     code = FIT.format(imports=ORDERS[order])
     try:
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, timeout=timeout, check=True).stdout.split()
     except subprocess.TimeoutExpired:
         return {"wall_s": None, "cpu_s": None, "policy": None}
-    return {"wall_s": float(out[0]), "cpu_s": float(out[1]), "policy": out[2]}
+    return {"wall_s": float(out[0]), "cpu_s": float(out[1]), "policy": out[2],
+            "spin_count": out[3]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-# skxclust first: it sets OMP_WAIT_POLICY=PASSIVE before torch loads (see the README)
+# skxclust first: it sets a short OpenMP spin (GOMP_SPINCOUNT) before torch loads (README)
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans  # isort: skip
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans

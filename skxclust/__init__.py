@@ -1,10 +1,11 @@
 """skxclust: explainable and deformation-invariant clustering, scikit-learn style, on torch."""
 
-# First, before anything imports torch: idle OpenMP threads sleep instead of spinning (a
-# no-op when OMP_WAIT_POLICY is set or torch was imported first; see skxclust/_openmp.py).
+# First, before anything imports torch: idle OpenMP threads spin only briefly before they
+# sleep (a no-op when the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, or torch was
+# imported first; see skxclust/_openmp.py).
 from . import _openmp
 
-_openmp.OMP_WAIT_POLICY_SET_BY_SKXCLUST = _openmp.set_passive_wait_policy()
+_openmp.SPIN_SET_BY_SKXCLUST = _openmp.set_short_spin()
 
 from ._explainable import ExplainableKMeans  # noqa: E402
 from ._pipeline import explain_pipeline  # noqa: E402

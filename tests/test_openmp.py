@@ -1,4 +1,5 @@
-"""skxclust sets OMP_WAIT_POLICY=PASSIVE before torch loads, never over the user's choice."""
+"""skxclust sets a short OpenMP spin (GOMP_SPINCOUNT) before torch loads, never over the
+user's choice."""
 
 import os
 import subprocess
@@ -6,35 +7,38 @@ import sys
 
 import pytest
 
-from skxclust._openmp import set_passive_wait_policy
+from skxclust._openmp import SPIN_COUNT, set_short_spin
 
 
-def test_sets_passive_when_unset_and_torch_not_loaded():
+def test_sets_a_short_spin_when_unset_and_torch_not_loaded():
     environ = {}
-    assert set_passive_wait_policy(environ, modules={})
-    assert environ == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert set_short_spin(environ, modules={})
+    assert environ == {"GOMP_SPINCOUNT": SPIN_COUNT}
 
 
-def test_keeps_the_users_setting():
-    environ = {"OMP_WAIT_POLICY": "ACTIVE"}
-    assert not set_passive_wait_policy(environ, modules={})
-    assert environ == {"OMP_WAIT_POLICY": "ACTIVE"}
+@pytest.mark.parametrize("users", [{"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "0"}])
+def test_keeps_the_users_setting(users):
+    environ = dict(users)
+    assert not set_short_spin(environ, modules={})
+    assert environ == users
 
 
 def test_does_nothing_once_torch_is_loaded():
     environ = {}
-    assert not set_passive_wait_policy(environ, modules={"torch": object()})
+    assert not set_short_spin(environ, modules={"torch": object()})
     assert environ == {}
 
 
 @pytest.mark.parametrize("imports, expected", [
-    ("import skxclust", "PASSIVE True"),
+    ("import skxclust", f"{SPIN_COUNT} True"),
     ("import torch; import skxclust", "None False"),
 ])
-def test_a_fresh_process_gets_passive_only_when_skxclust_loads_torch(imports, expected):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    code = (f"{imports}; import os; print(os.environ.get('OMP_WAIT_POLICY'), "
-            "skxclust._openmp.OMP_WAIT_POLICY_SET_BY_SKXCLUST)")
+def test_a_fresh_process_gets_the_short_spin_only_when_skxclust_loads_torch(imports,
+                                                                            expected):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    code = (f"{imports}; import os; print(os.environ.get('GOMP_SPINCOUNT'), "
+            "skxclust._openmp.SPIN_SET_BY_SKXCLUST)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True, timeout=120).stdout.strip()
     assert out == expected
