@@ -75,16 +75,6 @@ class _Coordinates:
             eye = torch.eye(model.ndim, dtype=basis.dtype, device=basis.device)
             self.lift = torch.kron(rows.to(basis.dtype), eye)
 
-    def to(self, dtype):
-        """These coordinates with every tensor in ``dtype``."""
-        if self.basis.dtype == dtype:
-            return self
-        out = object.__new__(_Coordinates)
-        out.__dict__.update(self.__dict__)
-        out.basis, out.outer = self.basis.to(dtype), self.outer.to(dtype)
-        out.lift = None if self.lift is None else self.lift.to(dtype)
-        return out
-
 
 class _Pairs:
     """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P)."""
@@ -162,15 +152,13 @@ def _damped_steps(hess, grad, damping):
     return -torch.cholesky_solve(grad[..., None], factor)[..., 0]
 
 
-def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates,
-                         damping=None):
-    """``steps`` LM iterations on every warp of ``pairs`` from ``flat`` (N, n_params).
+def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, damping):
+    """``steps`` LM iterations on every warp of ``pairs`` from ``flat`` (N, n_params) with
+    the per-warp damping ``damping`` (N,).
 
     Returns the final energies (N,), parameters (N, n_params) and damping (N,).
     """
     energy, residual = pairs.energy(flat)
-    if damping is None:
-        damping = flat.new_full((flat.shape[0],), 1e-2)
     for _ in range(steps):
         hess, grad = pairs.normal_system(flat, residual, coords)
         step = _damped_steps(hess, grad, damping)
