@@ -119,15 +119,14 @@ def ward_merge(distances: np.ndarray, weights: np.ndarray, n_clusters: int) -> n
 class WarpGeometry:
     """Distances and centroid updates of ST K-means, for :func:`skxclust._lloyd.lloyd`.
 
-    ``d(x, mu) = min_warp ||x - S mu||^2 + penalty(x) * ||landmark displacement||^2``:
-    the centroid is warped onto the sample (the sample is never resampled). The penalty
-    weight of a sample is ``warp_penalty * ||x - mean(x)||^2`` (its contrast energy), so
-    the objective is invariant to the scale and offset of the data.
+    ``d(x, mu) = min_v ||x - S_v mu||^2 + c(x) * (warp_penalty * bend(v) + affine_penalty *
+    ||a(v)||^2)`` with ``c(x) = ||x - mean(x)||^2`` (the sample's contrast, so the
+    objective is invariant to the scale and offset of the data): the centroid is warped
+    onto the sample (the sample is never resampled), and the warp is the optimum of this
+    regularised fit (:func:`skxclust.nn.warp_solver.fit_warps`).
 
-    Within one fit the geometry remembers the warp of each sample to its assigned
-    centroid; the next assignment re-evaluates it against the moved centroid and keeps it
-    when it beats the fresh optimisation. Since the update minimises the distortion for
-    fixed warps, this keeps the distortion from rising between Lloyd iterations.
+    Every assignment fits the warps afresh, nothing is carried over from an earlier one, so
+    a fit assigns its rows exactly as ``predict`` assigns new ones.
 
     The update is split into sufficient statistics that add up over row blocks
     (:meth:`partial_sums`: ``sum_i w_i S_i^T x_i`` and the per-pixel weight
@@ -141,9 +140,8 @@ class WarpGeometry:
     serial_below = 2**17
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
-                 affine_steps,
-                 screen_steps, warp_penalty, affine_penalty, n_candidates, update_steps,
-                 batch_size, verbose=0):
+                 affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
+                 update_steps, batch_size, verbose=0):
         self.image_shape = image_shape
         self.n_landmarks = n_landmarks
         self.transform = transform
