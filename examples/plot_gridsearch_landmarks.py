@@ -75,9 +75,10 @@ for lr, part in table.groupby("st__learning_rate"):
               label=f"learning_rate={lr}")
     right.plot(part["st__n_landmarks"], part["ACC on all digits"], "o-",
                label=f"learning_rate={lr}")
-left.set(xlabel="n_landmarks", ylabel="held-out score (log-evidence per row)")
-right.set(xlabel="n_landmarks", ylabel="ACC (labels, evaluation only)")
+left.set(xlabel="n_landmarks", ylabel="held-out score\n(log-evidence per row)")
+right.set(xlabel="n_landmarks", ylabel="ACC\n(labels, evaluation only)")
 left.legend()
+fig.tight_layout()
 
 # %%
 # Centroids of the selected model
@@ -87,5 +88,7 @@ for k, ax in enumerate(axes):
     ax.imshow(search.best_estimator_[-1].cluster_centers_[k].reshape(image_shape),
               cmap="gray_r")
     ax.axis("off")
-fig.suptitle(f"centroids of the refitted best model {search.best_params_}", fontsize=9)
+best = search.best_params_
+fig.suptitle(f"selected: n_landmarks={best['st__n_landmarks']}, "
+             f"learning_rate={best['st__learning_rate']}", fontsize=9)
 plt.show()
