@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # the benchmarks package lives at the repository root
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import _common, report, runner  # noqa: E402
+from benchmarks import _common, report, report_format, report_sections, runner  # noqa: E402
 
 BENCH_FILES = sorted((ROOT / "benchmarks").glob("bench_*.py"))
 NAMES = [p.stem[len("bench_"):] for p in BENCH_FILES]
@@ -89,22 +89,22 @@ def test_st_speed_section_reads_the_levenberg_marquardt_layout():
                           "ours_seconds_per_pair": 5e-4,
                           "ours_screened_seconds_per_pair": 2.5e-4, "speedup": 200.0,
                           "speedup_screened": 400.0, "energy_on_timed_pairs": energy}}
-    text = report.st_speed_section(data)
+    text = report_sections.st_speed_section(data)
     assert "5 affine + 10 Levenberg–Marquardt steps" in text and "40 Adam steps" in text
     assert "mean energy 49 on the 20 timed pairs (at or below kornia's on 17 of them)" in text
     assert "| 200× faster (400× screened) | ≥ 100×: met |" in text
 
 
 def test_ratio_and_time_formatting():
-    assert report.ratio(1.98914) == "1.99×"
-    assert report.ratio(374.13) == "374×"
-    assert report.ratio(2110.4) == "2110×"
-    assert report.ratio(62.002) == "62.0×"
-    assert report.ratio(1.0036) == "1.00×"
-    assert report.ratio(0.02387) == "0.0239×"
-    assert report.seconds(0.136) == "136 ms"
-    assert report.seconds(2.35e-6) == "2.35 µs"
-    assert report.seconds(178.67) == "179 s"
+    assert report_format.ratio(1.98914) == "1.99×"
+    assert report_format.ratio(374.13) == "374×"
+    assert report_format.ratio(2110.4) == "2110×"
+    assert report_format.ratio(62.002) == "62.0×"
+    assert report_format.ratio(1.0036) == "1.00×"
+    assert report_format.ratio(0.02387) == "0.0239×"
+    assert report_format.seconds(0.136) == "136 ms"
+    assert report_format.seconds(2.35e-6) == "2.35 µs"
+    assert report_format.seconds(178.67) == "179 s"
 
 
 def test_discovery_lists_every_bench_module():

@@ -1,0 +1,345 @@
+"""One markdown section per benchmark result file, for the README's results section.
+
+Every number comes from the JSON the benchmark wrote, mostly as ratios to the peer measured
+in the same run, with the targets and whether they were met where the JSON has them. Files
+with a section of their own are listed in :data:`SECTIONS`, in README order; any other
+``*.json`` gets :func:`generic_section` (its ``"summary"`` as a table or list), so a new
+benchmark shows up without editing this module.
+"""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.report_format import (
+    DATA_NAMES,
+    data_label,
+    is_quick,
+    met,
+    ratio,
+    seconds,
+    table,
+)
+
+
+def explainable_section(data: dict) -> str:
+    """ExplainableKMeans vs sklearn KMeans, explain vs predict, vs a per-sample loop."""
+    results, settings = data["results"], data.get("settings", {})
+    targets = {(r["data"], r["measure"].split(" ")[0]): r for r in data.get("summary", [])}
+    names = list(results)
+
+    def target(kind: str) -> str:
+        row = targets.get((names[0], kind))
+        return row["target"].replace("<=", "≤").replace(">=", "≥") if row else "–"
+
+    rows = {"fit": [], "inertia": [], "acc": [], "nmi": [], "ari": [], "explain": [],
+            "per-sample": [], "floor": []}
+    for name in names:
+        f, p, lp = (results[name][k] for k in ("fit", "explain_vs_predict", "explain_vs_loop"))
+        rows["fit"].append(f"{ratio(f['time_ratio'])} ({seconds(f['skxclust_s'])} vs "
+                           f"{seconds(f['sklearn_s'])}): {met(f.get('met'))}")
+        rows["inertia"].append(f"{f['inertia_ratio']:.5f} "
+                               f"({(f['inertia_ratio'] - 1) * 100:+.2g} %)")
+        quality = f.get("quality_seed0", {})
+        for key in ("acc", "nmi", "ari"):
+            ours, theirs = (quality.get(side, {}).get(key) for side in ("skxclust", "sklearn"))
+            rows[key].append("–" if ours is None else f"{ours:.3f} vs {theirs:.3f}")
+        rows["explain"].append(f"{ratio(p['ratio'])} ({seconds(p['explain_s'])} vs "
+                               f"{seconds(p['predict_s'])}): {met(p.get('met'))}")
+        rows["per-sample"].append(
+            f"{ratio(lp['speedup'])} ({seconds(lp['loop_per_sample_s'])} vs "
+            f"{seconds(lp['explain_per_sample_s'])} per sample): {met(lp.get('met'))}")
+        floor = lp.get("floor")
+        rows["floor"].append("–" if floor is None else
+                             f"{seconds(floor['products_per_sample_s'])} per sample: at most "
+                             f"{ratio(floor['loop_speedup_bound'])} over the loop")
+    n_init = settings.get("n_init", "?")
+    body = [
+        [f"fit time / sklearn `KMeans` (n_init={n_init})", *rows["fit"], target("fit")],
+        ["inertia / sklearn `KMeans`", *rows["inertia"], "(part of the fit target)"],
+        ["ACC, ExplainableKMeans vs sklearn (seed 0)", *rows["acc"], "–"],
+        ["NMI, ExplainableKMeans vs sklearn (seed 0)", *rows["nmi"], "–"],
+        ["ARI, ExplainableKMeans vs sklearn (seed 0)", *rows["ari"], "–"],
+        ["`explain` time / `predict` time (same rows)", *rows["explain"], target("explain")],
+        ["per-sample NEON loop time / `explain` time", *rows["per-sample"],
+         target("per-sample")],
+    ]
+    if any(cell != "–" for cell in rows["floor"]):
+        body.append(["floor: `explain`'s three products and its input/output passes alone",
+                     *rows["floor"], "–"])
+    header = ["measure", *(data_label(n, results[n]) for n in names), "target"]
+    intro = (f"**ExplainableKMeans vs scikit-learn** (`bench_explainable.py` → "
+             f"`explainable.json`; {settings.get('n_clusters', '?')} clusters, "
+             f"{settings.get('statistic', 'median')} of {settings.get('repeats', '?')} "
+             "interleaved runs per side, same seeds):")
+    text = intro + "\n\n" + table(header, body, "l" + "r" * len(names) + "l")
+    sparse = data.get("sparse")
+    if sparse:
+        n_docs, n_words = sparse["shape"]
+        text += (f"\n\nSparse input, a TF-IDF-like CSR matrix of {n_docs} × {n_words} "
+                 f"({sparse['density']:.2%} stored): fit time / sklearn `KMeans` on the same "
+                 f"matrix {ratio(sparse['time_ratio'])} ({seconds(sparse['skxclust_s'])} vs "
+                 f"{seconds(sparse['sklearn_s'])}), inertia ratio "
+                 f"{sparse['inertia_ratio']:.4f}; target "
+                 f"{sparse['target'].replace('time_ratio <=', '≤')}: {met(sparse.get('met'))}.")
+    return text
+
+
+QUALITY_LABELS = {"kmeans": "sklearn KMeans, n_init=10", "st_affine": 'ST K-means, `warp="affine"`',
+                  "st_tps": 'ST K-means, `warp="tps"` (default)',
+                  "st_affine_tps": 'ST K-means, `warp="affine+tps"`'}
+
+
+def _mean_min(summary: dict, key: str) -> str:
+    return f"{summary[f'{key}_mean']:.3f} ({summary[f'{key}_min']:.3f})"
+
+
+def _quality_targets(name: str, d: dict, targets: dict) -> str:
+    """``digits: mean 0.887 ≥ 0.90 missed, ...`` for st_tps of one data set."""
+    s, met_ = d["methods"]["st_tps"]["summary"], d.get("targets_met") or {}
+    parts = [f"mean {s['acc_mean']:.3f} ≥ {targets['mean']:.2f} {met(met_.get('mean'))}",
+             f"min {s['acc_min']:.3f} ≥ {targets['min']:.2f} {met(met_.get('min'))}"]
+    if "aim_mean" in targets:
+        parts.append(f"aim mean ≥ {targets['aim_mean']:.2f} {met(met_.get('aim_mean'))}")
+    below = s.get("splits_below_kmeans")
+    if below is not None:
+        parts.append(f"below k-means on {below} of {s['splits_compared_with_kmeans']} splits "
+                     f"(none allowed): {met(met_.get('never_below_kmeans'))}")
+    return f"{DATA_NAMES.get(name, name)}: {', '.join(parts)}"
+
+
+def quality_section(data: dict) -> str:
+    """Held-out ``predict`` ACC / NMI / ARI over random splits, against k-means and targets."""
+    rows, targets, iterations = [], [], []
+    for name, d in data["datasets"].items():
+        methods = d["methods"]
+        best = max(m["summary"]["acc_mean"] for m in methods.values())
+        for i, (label, m) in enumerate(methods.items()):
+            s = m["summary"]
+            acc = _mean_min(s, "acc")
+            below = s.get("splits_below_kmeans")
+            rows.append([data_label(name, d) if i == 0 else DATA_NAMES.get(name, name),
+                         QUALITY_LABELS.get(label, label),
+                         f"**{acc}**" if s["acc_mean"] == best else acc,
+                         _mean_min(s, "nmi"), _mean_min(s, "ari"), f"{s['labels_acc_mean']:.3f}",
+                         f"{s['agreement_min']:.4f}", seconds(s["fit_seconds_mean"]),
+                         "–" if below is None else
+                         f"{below} of {s['splits_compared_with_kmeans']}"])
+        goal = data.get("targets_acc", {}).get(name)
+        if "st_tps" in methods and goal:
+            targets.append(_quality_targets(name, d, goal))
+        accs = methods.get("st_tps", {}).get("splits", [{}])[0].get("acc_per_iteration", [])
+        shown = [f"{a:.3f}" for a in accs[:3]] + (["…", f"{accs[-1]:.3f}"] if len(accs) > 3
+                                                  else [])
+        if shown:
+            iterations.append(f"{DATA_NAMES.get(name, name)} {' → '.join(shown)}")
+    intro = ("**Clustering quality on held-out rows** (`bench_quality.py` → `quality.json`; "
+             f"{data.get('n_clusters', '?')} clusters, {data['splits']} random stratified "
+             f"{100 - round(100 * data.get('test_size', 0.2))}/"
+             f"{round(100 * data.get('test_size', 0.2))} splits, split s fitted with "
+             "`random_state=s`, default parameters, no labels in fitting or selection; "
+             "`predict` scored on the held-out rows, mean (min) over the splits, best mean ACC "
+             "per data set in bold; `labels_` ACC on the training rows; agreement: the "
+             "smallest fraction of training rows where `predict(X_train)` equals `labels_`):")
+    if is_quick(data):
+        q = data.get("quick_settings", {})
+        intro += (f" quick run, {q.get('rows', '?')}-row subset, ST fits shortened to "
+                  f"{q.get('st_params', '?')}: not comparable to a full run.")
+    text = intro + "\n\n" + table(
+        ["data", "method", "held-out ACC", "held-out NMI", "held-out ARI", "`labels_` ACC",
+         "agreement (min)", "fit time (mean)", "splits below k-means"], rows, "llrrrrrrr")
+    if targets:
+        text += ("\n\nTargets of ST K-means (TPS, default) on held-out ACC: "
+                 + "; ".join(targets) + ".")
+    if iterations:
+        text += (" Training-row ACC per Lloyd iteration of split 0 (TPS; iteration 0 is the "
+                 "assignment to the initial centroids; the iterations after a split-merge "
+                 "move are listed too, also when the move is undone): "
+                 + "; ".join(iterations) + ".")
+    return text
+
+
+def _setting(params: dict) -> str:
+    order = sorted(params, key=lambda k: (k != "n_landmarks", k))
+    return ", ".join(f"{k}={params[k]:g}" if isinstance(params[k], (int, float))
+                     else f"{k}={params[k]}" for k in order)
+
+
+def model_selection_section(data: dict) -> str:
+    """GridSearchCV by the ST estimator's score (and by distortion), judged held out."""
+    rows, verdicts = [], []
+    within = data.get("targets", {}).get("within_best", 0.02)
+    for name, d in data["datasets"].items():
+        best, n = d["best"], len(d["settings"])
+        for i, key in enumerate(("selected", "by_distortion")):
+            c = d[key]
+            rho = c.get("spearman_with_acc")
+            label = (f"{DATA_NAMES.get(name, name)} ({d['selection_rows']} rows; "
+                     f"{d['held_out_rows']} held out)") if i == 0 else DATA_NAMES.get(name, name)
+            rows.append([label, "`score` (GridSearchCV)" if key == "selected" else
+                         "plain distortion", f"`{_setting(c['params'])}`",
+                         f"{c['selected_acc']:.3f}", f"{c['selected_rank']} of {n}",
+                         "–" if rho is None else f"{rho:+.2f}",
+                         f"{best['acc']:.3f} (`{_setting(best['params'])}`)",
+                         f"{d['median_acc']:.3f}",
+                         "yes" if c["selected_acc"] >= best["acc"] - within else "no"])
+        t = d.get("targets_met", {})
+        verdict = f"{DATA_NAMES.get(name, name)}: within {within:g} of the best " + met(
+            t.get("within_best"))
+        floor = data.get("targets", {}).get("selected_acc_min", {}).get(name)
+        if floor is not None and "selected_acc_min" in t:
+            verdict += f", selected ≥ {floor:.2f} held out {met(t['selected_acc_min'])}"
+        verdicts.append(verdict)
+    grid = data.get("grid", {})
+    intro = ("**Model selection without labels** (`bench_model_selection.py` → "
+             f"`model_selection.json`; `GridSearchCV(SpatialTransformerKMeans("
+             f"{data.get('n_clusters', '?')}, random_state={data.get('random_state', 0)}), "
+             f"{json.dumps(grid)}, cv={data.get('cv', '?')})` scored by the estimator's own "
+             "`score`, beside the same folds scored by plain distortion; every setting then "
+             "fitted on the selection rows, its `predict` scored on the remaining rows; rank 1 "
+             "= best held-out ACC of the grid):")
+    if is_quick(data):
+        intro += f" quick run, ST fits shortened to {data.get('st_params')}: not comparable."
+    text = intro + "\n\n" + table(
+        ["data", "criterion", "selected setting", "held-out ACC", "rank", "Spearman ρ with "
+         "held-out ACC", "grid best ACC", "grid median ACC", f"within {within:g} of best"],
+        rows, "lllrrrlrl")
+    other = [f"{DATA_NAMES.get(name, name)} was searched over {json.dumps(d['grid'])}"
+             for name, d in data["datasets"].items() if d.get("grid", grid) != grid]
+    if other:
+        text += "\n\n" + "; ".join(other) + "."
+    return text + "\n\nTargets (selection by `score`): " + "; ".join(verdicts) + "."
+
+
+def st_speed_section(data: dict) -> str:
+    """Alignment vs kornia per pair, fit time, peak memory growth."""
+    targets, quick = data.get("targets", {}), is_quick(data)
+
+    def judged(flag: bool) -> str:
+        return "not judged (quick run)" if quick else met(flag)
+
+    rows = []
+    a = data.get("alignment")
+    if a:
+        c = a["config"]
+        aim = targets.get("alignment_speedup")
+        o, k, e = c["ours"], c["kornia"], a["energy_on_timed_pairs"]
+        measure = (f"fit the warp of one (sample, centroid) pair, {c['n_landmarks']} TPS "
+                   f"landmarks, {c['image'][0]}×{c['image'][1]}, the same energy")
+        ours = (f"`fit_warps`, {o['affine_steps']} affine + {o['n_steps']} "
+                f"Levenberg–Marquardt steps, all pairs batched: "
+                f"{seconds(a['ours_seconds_per_pair'])} per pair "
+                f"({seconds(a['ours_screened_seconds_per_pair'])} with candidate "
+                f"screening); mean energy {e['mean_ours']:.4g} on the "
+                f"{e['n_pairs']} timed pairs (at or below kornia's on "
+                f"{e['pairs_ours_at_or_below_kornia']} of them)")
+        theirs = (f"kornia `get_tps_transform` + `warp_image_tps`, {k['n_steps']} Adam "
+                  f"steps, one pair at a time: {seconds(a['kornia_seconds_per_pair'])} "
+                  f"per pair; mean energy {e['mean_kornia']:.4g}")
+        rows.append([
+            measure, ours, theirs,
+            f"{ratio(a['speedup'])} faster ({ratio(a['speedup_screened'])} screened)",
+            "–" if aim is None else f"≥ {aim:g}×: {judged(a['speedup'] >= aim)}"])
+    f = data.get("fit_mnist5k")
+    if f:
+        aim = targets.get("fit_seconds")
+        rows.append([f"`fit` on MNIST-5k ({f['n_samples']} rows; {f['params']})",
+                     f"{seconds(f['seconds'])}, {f['n_iter']} "
+                     f"iteration{'' if f['n_iter'] == 1 else 's'}, "
+                     f"ACC {f['accuracy']:.3f}", "–",
+                     "–" if aim is None else f"{ratio(f['seconds'] / aim)} the {aim:g} s target",
+                     "–" if aim is None else f"≤ {aim:g} s: {judged(f['seconds'] <= aim)}"])
+    m = data.get("memory")
+    if m:
+        small, large = m["runs"][0], m["runs"][-1]
+        inc = m["fit_increase_mib"]
+        n_small, n_large = str(small["n_samples"]), str(large["n_samples"])
+        aim = targets.get("memory_ratio")
+        rows.append([f"peak RSS of `fit` ({m['params']}), N={n_large} vs N={n_small}",
+                     f"{large['peak_rss_during_fit'] / 2**20:.0f} MiB",
+                     f"{small['peak_rss_during_fit'] / 2**20:.0f} MiB",
+                     f"{ratio(m['peak_rss_ratio'])} (the fit's own increase: "
+                     f"{inc[n_large]:.0f} vs {inc[n_small]:.0f} MiB)",
+                     "–" if aim is None else f"≤ {aim:g}×: {judged(m['peak_rss_ratio'] <= aim)}"])
+    intro = ("**ST K-means speed and memory** (`bench_st_speed.py` → `st_speed.json`; "
+             "the alignment minimises the same regularised energy on both sides, ours by "
+             "batched Levenberg–Marquardt, the kornia baseline by a first-order per-pair "
+             "fit as a kornia user would write it):")
+    return intro + "\n\n" + table(["measure", "skxclust", "baseline", "ratio", "target"], rows)
+
+
+def faithfulness_section(data: dict) -> str:
+    """Pixel-flipping areas per (data, model) and method, and who is lowest."""
+    methods = ["explain", "gradient_x_input", "gradient", "occlusion", "random"]
+    labels = ["explain (NEON)", "gradient×input", "gradient", "occlusion", "random"]
+    areas: dict[tuple[str, str], dict[str, float]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for r in data["results"]:
+        key = (r["dataset"], r["model"])
+        areas.setdefault(key, {})[r["method"]] = r["area"]
+        counts[key] = r["n_explained"]
+    rows, lowest, below = [], {}, {"random": [0, 0], "gradient": [0, 0]}
+    for key, by_method in areas.items():
+        best = min(by_method, key=by_method.get)
+        lowest[best] = lowest.get(best, 0) + 1
+        cells = []
+        for method in methods:
+            value = by_method.get(method)
+            cell = "–" if value is None else f"{value:.3f}"
+            cells.append(f"**{cell}**" if method == best else cell)
+        for other, tally in below.items():
+            if other in by_method and "explain" in by_method:
+                tally[0] += by_method["explain"] < by_method[other]
+                tally[1] += 1
+        rank = sorted(by_method, key=by_method.get).index("explain") + 1
+        rows.append([f"{DATA_NAMES.get(key[0], key[0])} / {key[1]}", counts[key], *cells,
+                     f"{rank} of {len(by_method)}"])
+    n_steps = data.get("settings", {}).get("n_steps", "?")
+    intro = ("**Faithfulness** (`bench_faithfulness.py` → `faithfulness.json`, "
+             f"`faithfulness.png`; pixel flipping to the training mean in {n_steps} steps, "
+             "area under the normalised evidence curve, lower is better, lowest per row in "
+             "bold):")
+    if is_quick(data):
+        intro += " quick run on small subsets: not comparable to a full run."
+    text = intro + "\n\n" + table(["data / model", "samples", *labels, "rank of explain"], rows,
+                                  "l" + "r" * (len(labels) + 2))
+    lowest_text = ", ".join(f"{m} in {n}" for m, n in sorted(lowest.items(),
+                                                              key=lambda kv: -kv[1]))
+    text += f"\n\nLowest area: {lowest_text} of {len(areas)} settings."
+    for other, (wins, total) in below.items():
+        if total:
+            text += f" `explain` is below {other} in {wins} of {total}."
+    return text
+
+
+def _generic_cell(value) -> str:
+    if isinstance(value, bool):
+        return met(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "–" if value is None else str(value).replace("|", "/")
+
+
+def generic_section(name: str, data: dict) -> str:
+    """A result file without a section of its own: its ``summary`` (else ``results``)."""
+    title = data.get("benchmark", name)
+    intro = f"**{title}** (`bench_{name}.py` → `{name}.json`"
+    intro += "; quick run)" if is_quick(data) else ")"
+    for key in ("summary", "results"):
+        rows = data.get(key)
+        if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
+            columns = list(dict.fromkeys(c for r in rows for c in r))
+            return intro + ":\n\n" + table(
+                columns, [[_generic_cell(r.get(c)) for c in columns] for r in rows])
+        if key == "summary" and isinstance(rows, list) and rows:
+            return intro + ":\n\n" + "\n".join(f"- {line}" for line in rows)
+    return intro + ": no `summary` in the file; see the JSON."
+
+
+SECTIONS = {  # result file stem -> section; README order. Others: generic_section.
+    "explainable": explainable_section,
+    "quality": quality_section,
+    "model_selection": model_selection_section,
+    "st_speed": st_speed_section,
+    "faithfulness": faithfulness_section,
+}
