@@ -73,7 +73,7 @@ from skxclust.nn import (  # noqa: E402
 NAME = "st_speed"
 TARGETS = {"alignment_speedup": 100.0, "fit_seconds": 240.0, "memory_ratio": 1.3}
 _DEFAULTS = SpatialTransformerKMeans().get_params()
-# Ours: fit_warps as the estimator calls it (WarpGeometry._optimize), with its defaults.
+# Ours: fit_warps as the estimator calls it (WarpGeometry.pair_warps), with its defaults.
 ALIGN = {"n_landmarks": _DEFAULTS["n_landmarks"], "n_clusters": 10,
          **{k: _DEFAULTS[k] for k in ("warp_penalty", "affine_penalty", "affine_steps",
                                       "n_steps", "n_candidates", "screen_steps")},

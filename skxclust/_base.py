@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from sklearn.base import (
     BaseEstimator,
@@ -19,59 +21,53 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
     _fit_context,
+    clone,
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
-from ._dask import blockwise, is_dask_array, partial_fit_blocks
-from ._dask import fit as fit_blockwise
-from ._lloyd import best_restart, kmeans_plusplus_restarts, lloyd
-from ._progress import track
-from ._streaming import init_stream_state
-from ._streaming import partial_fit as partial_fit_step
-from ._threads import serial_threads, torch_threads
+from ._dask import check_dask_array, dask_row_blocks, is_dask_array
+from ._dask_fit import fit_blockwise
+from ._geometry import Geometry
+from ._inference import KMeansInferenceMixin
+from ._lloyd import FitResult, best_restart, lloyd
+from ._seeding import Seeding, kmeans_plusplus_restarts
+from ._streaming import cluster_counts, mini_batch_step
+from ._threads import torch_threads
 from ._validation import (
     check_init_array,
     check_magnitude,
+    check_n_samples,
     check_sample_weight,
-    finite_extremes,
-    host_tensor,
     make_generators,
     refuse_sparse,
     resolve_device,
     to_tensor,
 )
-from .nn.sparse import column_variance, is_sparse, row_block, take_rows
+from .nn.sparse import column_variance, is_sparse, take_rows
 
-__all__ = ["BaseTorchKMeans", "empty_output", "frame_like_transform", "inference_threads",
-           "restore_on_error"]
-
-
-def inference_threads(X: torch.Tensor, n_clusters: int):
-    """Thread setting for one inference pass of X against the centroids (see _threads)."""
-    return torch_threads(serial_threads(X, n_clusters))
+__all__ = ["BaseTorchKMeans", "into_fit_frame", "restore_on_error"]
 
 
-def empty_output(X: torch.Tensor, *shape: int) -> np.ndarray:
-    """An uninitialised host array of ``shape`` in the numpy dtype of ``X``.
+def into_fit_frame(X: torch.Tensor, sample_weight: torch.Tensor, geometry: Geometry,
+                   shift: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Move the rows X (n, D) into the frame a fit computes in: ``(X - shift, shift)``.
 
-    Inference writes its results into it chunk by chunk, so that no device-side copy of
-    the whole output (and no concatenation) is ever held.
+    A translation-invariant geometry on dense rows works on data centred by ``shift``
+    (default: the weighted mean of X; a new tensor), for numerical accuracy. Otherwise
+    ``shift`` is zero and X is returned as it is: it may share the caller's memory, and
+    nothing writes into it; sparse rows stay uncentred (as in scikit-learn: centring
+    would densify them). Either way the magnitude of the rows is checked.
     """
-    return np.empty(shape, dtype=torch.empty(0, dtype=X.dtype).numpy().dtype)
-
-
-def frame_like_transform(estimator, data: np.ndarray, original_input, columns):
-    """``data`` in the container ``transform`` is set to return (``set_output`` or
-    scikit-learn's ``transform_output`` config): unchanged by default, else a pandas or
-    polars DataFrame with ``columns`` (and the index of a pandas ``original_input``)."""
-    config = _get_output_config("transform", estimator)["dense"]
-    if config == "default":
-        return data
-    return ADAPTERS_MANAGER.adapters[config].create_container(data, original_input,
-                                                              columns=columns)
+    if geometry.translation_invariant and not is_sparse(X):
+        if shift is None:
+            shift = (sample_weight @ X) / sample_weight.sum()
+        X = X - shift
+    else:
+        shift = torch.zeros(X.shape[1], dtype=X.dtype, device=X.device)
+    check_magnitude(X)
+    return X, shift
 
 
 def _on_cpu(value):
@@ -97,11 +93,11 @@ def restore_on_error(estimator):
         raise
 
 
-class BaseTorchKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
-                      BaseEstimator):
+class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                      ClusterMixin, BaseEstimator):
     """Common parameters, ``fit`` and inference of the torch k-means estimators.
 
-    Subclasses provide ``_make_geometry(n_features, X)`` and may extend ``_after_fit``.
+    Subclasses provide ``_make_geometry(n_features)`` and override the hooks below.
     ``get_feature_names_out`` gives scikit-learn's names for the ``transform`` columns
     (lower-cased class name and cluster index, e.g. ``explainablekmeans0``), so that
     ``set_output(transform="pandas" | "polars")``, ``Pipeline``, ``ColumnTransformer``
@@ -125,69 +121,45 @@ class BaseTorchKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         """Columns of ``transform``: one per cluster (for ``get_feature_names_out``)."""
         return self.cluster_centers_.shape[0]
 
-    # -- hooks -----------------------------------------------------------------------
-    def _make_geometry(self, n_features: int):  # pragma: no cover - abstract
+    # -- hooks of the subclasses -------------------------------------------------------
+    def _make_geometry(self, n_features: int) -> Geometry:  # pragma: no cover - abstract
+        """The geometry of inference, ``partial_fit`` and the dask fit."""
         raise NotImplementedError
+
+    def _make_fit_geometry(self, n_features: int) -> Geometry:
+        """The geometry :meth:`fit` runs Lloyd with (default: the inference geometry)."""
+        return self._make_geometry(n_features)
 
     def _sparse_refusal(self) -> str | None:
         """Why sparse input is refused (None: scipy sparse matrices are accepted)."""
         return "it works on dense images and signals"
 
-    def _check_X(self, X, *, reset: bool, **kwargs):
-        """``validate_data`` of X: float32 or float64, C order; a scipy sparse matrix
-        becomes CSR where the estimator takes sparse input, and is refused with a
-        TypeError naming the estimator otherwise."""
-        reason = self._sparse_refusal()
-        if reason is not None:
-            refuse_sparse(X, type(self).__name__, reason)
-        return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=reset,
-                             accept_sparse="csr" if reason is None else False, **kwargs)
-
-    def _make_fit_geometry(self, n_features: int):
-        """The geometry :meth:`fit` runs Lloyd with (default: the inference geometry)."""
-        return self._make_geometry(n_features)
-
     def _check_input_geometry(self, n_features: int) -> None:
         """Raise if the data shape does not suit the estimator (e.g. image_shape)."""
 
-    def _after_fit(self, X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor) -> None:
-        """Compute extra fitted attributes; X and centers are in the fit's frame.
+    def _embed(self, X: torch.Tensor) -> torch.Tensor:
+        """Map validated input rows to the space that is clustered (identity here)."""
+        return X
 
-        A fit on a dask array calls it on the rows :meth:`_after_fit_rows` names, or, when
-        that is None, forms it from :meth:`_after_fit_stats` summed over row blocks:
-        override this method with ``_after_fit_rows``, or the two ``_after_fit_stats``
-        hooks.
-        """
-        self._after_fit_from_stats(self._after_fit_stats(X, labels, centers))
-
-    def _after_fit_rows(self, n_samples: int) -> np.ndarray | None:
-        """Rows :meth:`_after_fit` reads (None: all, through ``_after_fit_stats``)."""
+    def _statistics_rows(self, n_samples: int) -> np.ndarray | None:
+        """Training rows :meth:`_fit_statistics` reads after a fit (None: all rows)."""
         return None
 
-    def _after_fit_stats(self, X, labels, centers) -> dict:
-        """Sums over the rows of X that :meth:`_after_fit_from_stats` needs (additive)."""
+    def _fit_statistics(self, X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor,
+                        geometry: Geometry) -> dict:
+        """Sums over the rows of X (in the fit's frame, with their labels) that
+        :meth:`_set_fit_statistics` needs; they add up over row blocks (the dask fit
+        reduces them), so use sums and counts, not means."""
         return {}
 
-    def _after_fit_from_stats(self, stats: dict) -> None:
-        """Set the extra fitted attributes from the (summed) ``_after_fit_stats``."""
-
-    def _after_partial_fit(self, X, centers, geometry):
-        """After a ``partial_fit`` step: the chunk's Assignment to the new centroids; also
-        sets the extra fitted attributes (by :meth:`_after_fit` on the chunk)."""
-        assignment = geometry.assign(X, centers)
-        self._after_fit(X, assignment.labels, centers)
-        return assignment
+    def _set_fit_statistics(self, stats: dict, n_features: int) -> None:
+        """Set the extra fitted attributes (``beta_``, ...) from the summed statistics."""
 
     def _refine_fit(self, X, sample_weight, geometry, tol, generator, fit):
         """Improve the kept restart ``fit = (labels, inertia, centers, n_iter)`` of an
         in-memory fit; the default keeps it as it is."""
         return fit
 
-    def _embed(self, X: torch.Tensor) -> torch.Tensor:
-        """Map validated input rows to the space that is clustered (identity here)."""
-        return X
-
-    # -- fit -------------------------------------------------------------------------
     def _resolved_n_init(self) -> int:
         if self.n_init == "auto":
             return 1 if (isinstance(self.init, str) and self.init == "k-means++") else 10
@@ -232,6 +204,76 @@ class BaseTorchKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         ])
         return take_rows(X, idx.to(X.device).reshape(-1)).view(*idx.shape, -1)
 
+    # -- the fit lifecycle: one set-up and one finish for every way to fit ------------
+    def _check_X(self, X, *, reset: bool, **kwargs):
+        """``validate_data`` of X: float32 or float64, C order; a scipy sparse matrix
+        becomes CSR where the estimator takes sparse input, and is refused with a
+        TypeError naming the estimator otherwise (also used by inference)."""
+        reason = self._sparse_refusal()
+        if reason is not None:
+            refuse_sparse(X, type(self).__name__, reason)
+        return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=reset,
+                             accept_sparse="csr" if reason is None else False, **kwargs)
+
+    def _validated_fit_input(self, X, sample_weight, *, reset: bool = True,
+                             context: str = "") -> tuple:
+        """Validate the rows (``reset``: a first fit, which also checks the number of
+        samples and the data shape against the parameters) and the sample weights.
+
+        X is a numpy-compatible array or a dask array; returns ``(X, sample_weight)``,
+        the weights a numpy array in X's float dtype.
+        """
+        if is_dask_array(X):
+            if sp.issparse(getattr(X, "_meta", None)):
+                raise TypeError(
+                    f"{type(self).__name__}.fit does not take a dask array of sparse "
+                    "blocks; fit on X.compute() (a scipy sparse matrix, never densified) "
+                    "or call partial_fit, which takes one sparse block at a time."
+                )
+            X, dtype = check_dask_array(self, X, reset=reset)
+            if is_dask_array(sample_weight):
+                sample_weight = sample_weight.compute()
+        else:
+            X = self._check_X(X, reset=reset)
+            dtype = X.dtype
+        if reset:
+            check_n_samples(X.shape[0], self.n_clusters, context)
+            self._check_input_geometry(X.shape[1])
+        return X, check_sample_weight(sample_weight, X.shape[0], dtype)
+
+    def _seeding(self, n_features: int, dtype, n_init: int | None = None) -> Seeding:
+        """How this fit seeds: the validated ``init`` array (for ``n_features`` columns of
+        the clustered space) or the seeding method, with one generator per restart
+        (``n_init`` restarts, default: the resolved ``n_init``)."""
+        init_array = self._validate_init_array(n_features, dtype)
+        if n_init is None:
+            n_init = self._checked_n_init(init_array)
+        return Seeding(self._init_centroids, init_array,
+                       make_generators(self.random_state, n_init))
+
+    def _finish_fit(self, result: FitResult, n_features: int, *, counts: np.ndarray,
+                    n_steps: int) -> None:
+        """Write the fitted attributes of ``result`` (centroids in the input frame) and
+        the streaming state: ``counts`` (weight absorbed per cluster or per pixel) and
+        ``n_steps_``."""
+        if result.n_iter is not None:
+            self._warn_distinct(int(np.unique(result.labels).size))
+            self.n_iter_ = int(result.n_iter)
+        self.cluster_centers_ = result.centers
+        self.labels_ = result.labels
+        self.inertia_ = float(result.inertia)
+        self._set_fit_statistics(result.stats, n_features)
+        self._counts = counts
+        self.n_steps_ = n_steps
+
+    def _statistics_of(self, X, labels, centers, geometry) -> dict:
+        """:meth:`_fit_statistics` on the rows :meth:`_statistics_rows` names."""
+        rows = self._statistics_rows(X.shape[0])
+        if rows is not None:
+            index = torch.from_numpy(rows).to(X.device)
+            X, labels = X[index], labels[index]
+        return self._fit_statistics(X, labels, centers, geometry)
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering.
@@ -253,50 +295,46 @@ class BaseTorchKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
             Fitted estimator.
         """
         with restore_on_error(self):
+            X, sw_np = self._validated_fit_input(X, sample_weight)
             if is_dask_array(X):
-                return fit_blockwise(self, X, sample_weight)
-            X = self._check_X(X, reset=True)
-            n_samples, n_features = X.shape
-            if n_samples < self.n_clusters:
-                raise ValueError(
-                    f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
-                )
-            self._check_input_geometry(n_features)
-            device = resolve_device(self.device)
-            sw_np = check_sample_weight(sample_weight, n_samples, X.dtype)
-            Xt = self._embed(to_tensor(X, device))
-            init_array = self._validate_init_array(Xt.shape[1], X.dtype)
-            n_init = self._checked_n_init(init_array)
-
-            sw = torch.from_numpy(sw_np).to(device)
-            geometry = self._make_fit_geometry(n_features)
-            # Centred data for shift-invariant geometries (a new tensor); otherwise Xt may
-            # share the caller's memory: nothing below writes into it. Sparse data stay
-            # uncentred (as in scikit-learn): centring would densify them.
-            shift = torch.zeros(Xt.shape[1], dtype=Xt.dtype, device=device)
-            if geometry.translation_invariant and not is_sparse(Xt):
-                shift = (sw @ Xt) / sw.sum()
-                Xt = Xt - shift
-            check_magnitude(Xt)
-            tol = float(column_variance(Xt).mean()) * self.tol if n_samples > 1 else 0.0
-
-            generators = make_generators(self.random_state, n_init)
-            centers = self._init_centroids(Xt, sw, generators, init_array, shift)
-            if self.verbose:
-                print(f"Initialization complete: {n_init} restart(s)")
-            labels, inertia, centers, n_iter = self._refine_fit(
-                Xt, sw, geometry, tol, generators[0], best_restart(
-                    lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
-                          desc=f"{type(self).__name__}.fit")))
-
-            self._warn_distinct(int(torch.unique(labels).numel()))
-            self.cluster_centers_ = (centers + shift).cpu().numpy()
-            self.labels_ = labels.cpu().numpy()
-            self.inertia_ = float(inertia)
-            self.n_iter_ = int(n_iter)
-            self._after_fit(Xt, labels, centers)
-            init_stream_state(self, labels, sw)
+                result = self._fit_dask(X, sw_np)
+            else:
+                result = self._fit_in_memory(X, sw_np)
+            self._finish_fit(result, X.shape[1], n_steps=0, counts=cluster_counts(
+                result.labels, sw_np, self.n_clusters))
         return self
+
+    def _fit_in_memory(self, X, sw_np) -> FitResult:
+        """Lloyd on the validated rows: restarts, then :meth:`_refine_fit`."""
+        device = resolve_device(self.device)
+        sw = torch.from_numpy(sw_np).to(device)
+        Xt = self._embed(to_tensor(X, device))
+        seeding = self._seeding(Xt.shape[1], X.dtype)
+        geometry = self._make_fit_geometry(X.shape[1])
+        Xt, shift = into_fit_frame(Xt, sw, geometry)
+        tol = float(column_variance(Xt).mean()) * self.tol if X.shape[0] > 1 else 0.0
+        centers = seeding(Xt, sw, shift)
+        if self.verbose:
+            print(f"Initialization complete: {len(seeding.generators)} restart(s)")
+        labels, inertia, centers, n_iter = self._refine_fit(
+            Xt, sw, geometry, tol, seeding.generators[0], best_restart(
+                lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
+                      desc=f"{type(self).__name__}.fit")))
+        stats = self._statistics_of(Xt, labels, centers, geometry)
+        return FitResult((centers + shift).cpu().numpy(), labels.cpu().numpy(), inertia,
+                         n_iter, stats)
+
+    def _fit_dask(self, X, sw_np) -> FitResult:
+        """Blockwise Lloyd passes over the validated dask X (:mod:`skxclust._dask_fit`)."""
+        recipe = clone(self)  # what the workers need, without this fit's attributes
+        n_features = X.shape[1]
+        return fit_blockwise(
+            X, sw_np, n_clusters=self.n_clusters, embed=recipe._embed,
+            make_geometry=functools.partial(recipe._make_geometry, n_features),
+            seeding=self._seeding, statistics=recipe._fit_statistics,
+            statistics_rows=self._statistics_rows(X.shape[0]),
+            device=resolve_device(self.device), max_iter=self.max_iter,
+            tol=self.tol, verbose=self.verbose)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None, sample_weight=None):
@@ -326,165 +364,57 @@ class BaseTorchKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         """
         with restore_on_error(self):
             if is_dask_array(X):
-                return partial_fit_blocks(self, X, sample_weight)
-            return partial_fit_step(self, X, sample_weight)
+                X, _ = check_dask_array(self, X, reset=not hasattr(self, "cluster_centers_"))
+                for block, weights in dask_row_blocks(X, sample_weight):
+                    self.partial_fit(block, sample_weight=weights)
+                return self
+            first = not hasattr(self, "cluster_centers_")
+            X, sw_np = self._validated_fit_input(
+                X, sample_weight, reset=first,
+                context=" in the first call of partial_fit (it seeds the centroids)")
+            if not first:  # later chunks take the dtype of the first
+                X = X.astype(self.cluster_centers_.dtype, copy=False)
+                sw_np = sw_np.astype(self.cluster_centers_.dtype, copy=False)
+            result, counts = self._partial_fit_chunk(X, sw_np, first)
+            self._finish_fit(result, X.shape[1], counts=counts,
+                             n_steps=getattr(self, "n_steps_", 0) + 1)
+        return self
+
+    def _partial_fit_chunk(self, X, sw_np, first: bool) -> tuple[FitResult, np.ndarray]:
+        """One mini-batch step on the validated chunk; (result on the chunk, counts)."""
+        device = resolve_device(self.device)
+        sw = torch.from_numpy(sw_np).to(device)
+        Xt = self._embed(to_tensor(X, device))
+        geometry = self._make_geometry(X.shape[1])
+        if first:  # seed on the chunk, in the frame of its weighted mean
+            Xt, shift = into_fit_frame(Xt, sw, geometry)
+            centers = self._seeding(Xt.shape[1], X.dtype, n_init=1)(Xt, sw, shift)[0]
+            counts = torch.zeros(self.n_clusters, dtype=torch.float64, device=device)
+        else:  # continue from the centroids, in the frame of their mean
+            centers = torch.as_tensor(np.array(self.cluster_centers_), device=device)
+            if centers.shape[1] != Xt.shape[1]:
+                raise ValueError(f"X maps to {Xt.shape[1]} features but the centroids have "
+                                 f"{centers.shape[1]}.")
+            Xt, shift = into_fit_frame(Xt, sw, geometry, shift=centers.mean(dim=0))
+            centers = centers - shift
+            counts = torch.as_tensor(np.array(self._counts), device=device)
+        with torch_threads(geometry.lloyd_threads(Xt, centers)):
+            centers, counts = mini_batch_step(geometry, Xt, centers, counts, sw)
+            after = geometry.assign(Xt, centers)
+            stats = self._fit_statistics(Xt, after.labels, centers, geometry)
+        inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
+        result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),
+                           inertia, None, stats)
+        return result, counts.cpu().numpy()
 
     # -- inference -------------------------------------------------------------------
-    def _validated_tensor(self, X) -> tuple[torch.Tensor, tuple]:
-        """Check fitted, validate X for inference and put it on the device.
-
-        Returns the tensor and its ``(min, max)``. On the CPU the tensor shares the memory
-        of a writeable C-contiguous float array (:func:`~skxclust._validation.to_tensor`):
-        never write into it. Finiteness is checked by
-        :func:`~skxclust._validation.finite_extremes` (the same refusal as
-        ``validate_data``) in the one pass whose extremes :meth:`_inference_frame` reuses
-        for the magnitude check.
-        """
-        check_is_fitted(self)
-        X = self._check_X(X, reset=False, ensure_all_finite=False)
-        raw = to_tensor(X, resolve_device(self.device))
-        return raw, finite_extremes(raw, type(self).__name__)
-
-    def _inference_frame(self, raw: torch.Tensor, extremes: tuple):
-        """Embed validated rows for chunked inference; return (X, centers, geometry, shift).
-
-        ``raw`` and ``extremes`` come from :meth:`_validated_tensor`.
-
-        ``X`` is the embedded input, *not* shifted (no copy of the input when the embedding
-        is the identity); ``centers`` are already in the frame where the geometry is
-        numerically accurate: shifted by ``shift`` (the mean centroid) when the geometry is
-        translation invariant, else ``shift`` is None. Iterate over the rows with
-        :meth:`_framed_chunks`, which shifts ``batch_size`` rows at a time, so that the memory
-        used beyond the output is O(batch_size * n_features).
-        """
-        Xt = self._embed(raw)
-        centers = host_tensor(self.cluster_centers_).to(raw.device, Xt.dtype)
-        geometry = self._make_geometry(raw.shape[1])
-        shift = None
-        if geometry.translation_invariant and not is_sparse(Xt):
-            shift = centers.mean(dim=0)
-            centers = centers - shift
-        check_magnitude(Xt, shift=shift, extremes=extremes if Xt is raw else None)
-        return Xt, centers, geometry, shift
-
-    def _framed_chunks(self, X: torch.Tensor, shift: torch.Tensor | None,
-                       step: int | None = None):
-        """Yield ``(rows, X[rows] in the frame of the centers)``, ``step`` (default
-        ``batch_size``) rows at a time.
-
-        The shifted rows are written into one buffer reused by every block: use each
-        block before asking for the next. With more than one block, the pass has a
-        progress bar counting rows (see :mod:`skxclust._progress`).
-        """
-        step = self.batch_size if step is None else step
-        buffer = None if shift is None else X.new_empty(min(step, X.shape[0]), X.shape[1])
-        starts = range(0, X.shape[0], step)
-        sizes = [min(step, X.shape[0] - start) for start in starts]
-        for start in track(starts, desc=type(self).__name__, unit="rows", sizes=sizes,
-                           verbose=self.verbose):
-            rows = slice(start, min(start + step, X.shape[0]))
-            if shift is None:
-                yield rows, row_block(X, rows.start, rows.stop)
-            else:
-                yield rows, torch.sub(X[rows], shift, out=buffer[: rows.stop - start])
-
-    def _map_pairwise(self, X, fn) -> np.ndarray:
-        """``fn`` of the squared distances to the centroids, shape (n_samples, n_clusters),
-        computed ``batch_size`` rows at a time into a preallocated numpy output."""
-        raw, extremes = self._validated_tensor(X)
-        with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
-            out = empty_output(Xt, Xt.shape[0], centers.shape[0])
-            for rows, x in self._framed_chunks(Xt, shift):
-                out[rows] = fn(geometry.pairwise(x, centers)).cpu().numpy()
-            return out
-
-    def _frame(self, raw: torch.Tensor, extremes: tuple):
-        """Embed validated rows; return (X, centers, geometry), shifted together into a
-        frame where the geometry is numerically accurate when it is shift invariant.
-
-        Holds the whole shifted X (a copy of the input when shifted): prefer
-        :meth:`_inference_frame` with :meth:`_framed_chunks` for large inputs.
-        """
-        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
-        return (Xt if shift is None else Xt - shift), centers, geometry
-
-    def _prepare(self, X):
-        """Validate X for inference; return (X tensor, centers tensor, geometry)."""
-        return self._frame(*self._validated_tensor(X))
-
-    @blockwise("labels")
-    def predict(self, X):
-        """Index of the closest cluster for each sample.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-            A dask array, computed block by block, when X is one.
-        """
-        raw, extremes = self._validated_tensor(X)
-        with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
-            labels = np.empty(Xt.shape[0], dtype=np.int64)
-            for rows, x in self._framed_chunks(Xt, shift):
-                labels[rows] = geometry.assign(x, centers).labels.cpu().numpy()
-            return labels
-
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit and return ``labels_``. See :meth:`fit`."""
         return self.fit(X, sample_weight=sample_weight).labels_
 
-    @blockwise("clusters")
-    def transform(self, X):
-        """Distances to every centroid (not squared, like :class:`sklearn.cluster.KMeans`).
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_clusters), same float dtype as X.
-            A dask array, computed block by block, when X is one.
-        """
-        return self._map_pairwise(X, torch.sqrt)
-
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then return :meth:`transform` of X."""
         return self.fit(X, sample_weight=sample_weight).transform(X)
-
-    @blockwise("sum", row_args=("sample_weight",))
-    def score(self, X, y=None, sample_weight=None):
-        """Opposite of the distortion (inertia) of X: higher is better.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-            A dask array is scored block by block (computed at once).
-        y : Ignored
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        float
-        """
-        raw, extremes = self._validated_tensor(X)
-        sw = check_sample_weight(sample_weight, raw.shape[0], np.float64)
-        with inference_threads(raw, self.n_clusters):
-            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
-            d = np.empty(Xt.shape[0], dtype=np.float64)
-            for rows, x in self._framed_chunks(Xt, shift):
-                d[rows] = self._row_scores(geometry, x, centers).cpu().to(torch.float64).numpy()
-        return float(torch.from_numpy(d) @ torch.from_numpy(sw))
-
-    def _row_scores(self, geometry, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
-        """What :meth:`score` sums per row (with the sample weights): minus the distance
-        to the nearest centroid."""
-        return -geometry.assign(X, centers).distances
 
     def __getstate__(self):
         """Pickled state with every torch module or tensor moved to the CPU.

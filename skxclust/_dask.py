@@ -7,7 +7,8 @@ no object can be one).
 Inference (:func:`blockwise`) maps the NumPy method over the row blocks of X (columns
 rechunked to one block), so results are dask arrays computed block by block on whatever
 scheduler is active. ``fit`` on a dask array runs blockwise Lloyd passes
-(:mod:`skxclust._dask_fit`); ``partial_fit`` takes one step per row block.
+(:mod:`skxclust._dask_fit`); ``partial_fit`` takes one step per row block
+(:func:`dask_row_blocks`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import numpy as np
 from sklearn.utils.validation import _check_feature_names, _check_n_features, check_is_fitted
 
-__all__ = ["blockwise", "check_dask_array", "fit", "is_dask_array", "partial_fit_blocks"]
+__all__ = ["blockwise", "check_dask_array", "dask_row_blocks", "is_dask_array"]
 
 
 def is_dask_array(X) -> bool:
@@ -153,20 +154,11 @@ def blockwise(mode: str, row_args: tuple[str, ...] = (), in_memory_only: tuple[s
     return decorate
 
 
-def partial_fit_blocks(estimator, X, sample_weight=None):
-    """``partial_fit`` on every row block of a dask X in turn (computed one at a time)."""
-    X, _ = check_dask_array(estimator, X, reset=not hasattr(estimator, "cluster_centers_"))
+def dask_row_blocks(X, sample_weight=None):
+    """Yield ``(rows, weights)`` of every non-empty row block of a dask X in turn, each
+    computed when it is reached (``weights`` None without ``sample_weight``)."""
     weights = None if sample_weight is None else row_array(sample_weight, X, "sample_weight")
     for i in range(X.numblocks[0]):
         block = X.blocks[i].compute()
-        sw = None if weights is None else weights.blocks[i].compute()[:, 0]
         if block.shape[0]:
-            estimator.partial_fit(block, sample_weight=sw)
-    return estimator
-
-
-def fit(estimator, X, sample_weight=None):
-    """``estimator.fit`` for a dask X (see :mod:`skxclust._dask_fit`)."""
-    from ._dask_fit import fit_blockwise
-
-    return fit_blockwise(estimator, X, sample_weight)
+            yield block, None if weights is None else weights.blocks[i].compute()[:, 0]

@@ -16,6 +16,11 @@ plain k-means with scikit-learn's rule of :mod:`skxclust._relocation`, the rows 
 farthest first where scikit-learn takes them in ``np.argpartition``'s order, which only
 matters when several clusters are empty at once), so the same initial centroids give the
 same fit up to the order of floating-point sums.
+
+:func:`fit_blockwise` takes the validated dask array, the weights and the estimator's
+callables (embedding, geometry, seeding, statistics) and returns a
+:class:`skxclust._lloyd.FitResult`: the estimator validates before and writes its
+attributes after, as for the in-memory fit.
 """
 
 from __future__ import annotations
@@ -25,20 +30,11 @@ import uuid
 
 import numpy as np
 import torch
-from sklearn.base import clone
 
-from ._dask import check_dask_array, is_dask_array
-from ._lloyd import lloyd_iterations
+from ._lloyd import FitResult, lloyd_iterations
 from ._relocation import average_sums, relocate_empty, relocate_in_sums
-from ._streaming import init_stream_state
 from ._threads import torch_threads
-from ._validation import (
-    check_magnitude,
-    check_sample_weight,
-    make_generators,
-    resolve_device,
-    to_tensor,
-)
+from ._validation import check_magnitude, resolve_device, to_tensor
 
 __all__ = ["INIT_SAMPLE", "fit_blockwise"]
 
@@ -50,13 +46,15 @@ _SHARED_MODELS: dict[str, dict] = {}  # per process: warp models of the latest f
 class _Frame:
     """What a worker needs to turn a block into the fit's tensors; picklable.
 
-    Holds an unfitted clone of the estimator (its ``_embed`` and ``_make_geometry``), the
-    raw feature count, the dtype and the centring shift (None before it is known).
+    Holds the estimator's ``embed`` and ``make_geometry`` callables (of an unfitted
+    clone), the ``device`` parameter (resolved where the task runs), the dtype and the
+    centring shift (None before it is known).
     """
 
-    def __init__(self, estimator, n_features: int, dtype, shift=None):
-        self.estimator = clone(estimator)
-        self.n_features = n_features
+    def __init__(self, embed, make_geometry, device, dtype, shift=None):
+        self.embed = embed
+        self.make_geometry = make_geometry
+        self.device = device
         self.dtype = np.dtype(dtype)
         self.shift = None if shift is None else np.asarray(shift)
         self.token = uuid.uuid4().hex  # names this fit in the per-process model cache
@@ -67,8 +65,8 @@ class _Frame:
         return frame
 
     def tensors(self, x, w=None):
-        device = resolve_device(self.estimator.device)
-        X = self.estimator._embed(to_tensor(np.asarray(x, dtype=self.dtype), device))
+        device = resolve_device(self.device)
+        X = self.embed(to_tensor(np.asarray(x, dtype=self.dtype), device))
         if self.shift is not None:
             X = X - torch.as_tensor(self.shift, device=device)
         sw = None if w is None else torch.as_tensor(np.asarray(w, dtype=self.dtype),
@@ -76,15 +74,14 @@ class _Frame:
         return X, sw
 
     def geometry(self):
-        """The estimator's geometry; its warp models (read-only, built once per process and
-        fit, not per task: building one costs 15-40 ms) are shared between tasks."""
-        geometry = self.estimator._make_geometry(self.n_features)
-        if isinstance(getattr(geometry, "_models", None), dict):
-            if self.token not in _SHARED_MODELS:
-                while len(_SHARED_MODELS) >= 4:
-                    _SHARED_MODELS.pop(next(iter(_SHARED_MODELS)), None)
-                _SHARED_MODELS[self.token] = {}
-            geometry._models = _SHARED_MODELS[self.token]
+        """The fit's geometry; its derived models (read-only, built once per process and
+        fit, not per task: a warp model costs 15-40 ms) are shared between tasks."""
+        geometry = self.make_geometry()
+        if self.token not in _SHARED_MODELS:
+            while len(_SHARED_MODELS) >= 4:
+                _SHARED_MODELS.pop(next(iter(_SHARED_MODELS)), None)
+            _SHARED_MODELS[self.token] = {}
+        geometry.use_model_cache(_SHARED_MODELS[self.token])
         return geometry
 
 
@@ -117,7 +114,7 @@ def _merge_moments(a, b):
 def _assign_restarts(geometry, X, sw, centers):
     """Assignments and partial sums of every restart: (labels (R, n), distances (R, n),
     states, sums, weights), batched when the geometry takes restarts at once."""
-    if getattr(geometry, "batched_restarts", False):
+    if geometry.batched_restarts:
         a = geometry.assign(X, centers)
         sums, weight = geometry.partial_sums(X, centers, a, sw)
         return a.labels, a.distances, [None] * centers.shape[0], sums, weight
@@ -142,8 +139,7 @@ def _lloyd_block(x, w, prev, centers, running, offset, frame):
     geometry = frame.geometry()
     c = torch.as_tensor(centers, device=X.device)
     n_clusters, n_rows = c.shape[1], X.shape[0]
-    hint = getattr(geometry, "lloyd_threads", None)
-    with torch_threads(None if hint is None else hint(X, c[0])):
+    with torch_threads(geometry.lloyd_threads(X, c[0])):
         labels, dists, states, sums, weight = _assign_restarts(geometry, X, sw, c)
     n_run = len(running)
     if prev is None:
@@ -193,7 +189,7 @@ def _merge_stats(a, b):
 def _normal_block(w, result, vectors, running, frame):
     """``sum_{i in block} w_i S_i^T S_i v_{l_i}`` for every running restart's vectors."""
     geometry = frame.geometry()
-    device = resolve_device(frame.estimator.device)
+    device = resolve_device(frame.device)
     v = torch.as_tensor(vectors, device=device)
     sw = torch.as_tensor(np.asarray(w, dtype=frame.dtype), device=device).reshape(-1)
     out = [geometry.normal_sums(v[i], result["labels"][r], result["states"][r], sw)
@@ -201,10 +197,10 @@ def _normal_block(w, result, vectors, running, frame):
     return torch.stack(out).to(torch.float64).cpu()
 
 
-def _evidence_block(x, result, restart, centers, frame):
+def _statistics_block(x, result, restart, centers, frame, statistics):
     X, _ = frame.tensors(x)
     c = torch.as_tensor(centers, device=X.device)
-    return frame.estimator._after_fit_stats(X, result["labels"][restart], c)
+    return statistics(X, result["labels"][restart], c, frame.geometry())
 
 
 def _labels_block(result, restart):
@@ -272,7 +268,7 @@ def _update(geometry, blocks, results, centers, stats, running, frame):
 
     sums = stats["sums"].to(centers.dtype)
     weight = stats["weight"].to(centers.dtype)
-    if getattr(geometry, "relocates_empty", False):  # scikit-learn's rule, in the sums
+    if geometry.relocates_empty:  # scikit-learn's rule, in the sums
 
         def farthest(r, m):
             if not float(stats["far_d"][r, 0]) > 0:
@@ -281,8 +277,7 @@ def _update(geometry, blocks, results, centers, stats, running, frame):
 
         relocate_in_sums(sums, weight, farthest)
         return average_sums(sums, weight)
-    solve = getattr(geometry, "solve_from_sums", None)
-    if solve is None:
+    if not geometry.least_squares_update:
         return geometry.centers_from_sums(sums, weight, centers)
 
     def normal(v):
@@ -291,7 +286,7 @@ def _update(geometry, blocks, results, centers, stats, running, frame):
                  for w, r in zip(blocks.w, results)]
         return _tree(parts, _add).compute().to(v.dtype)
 
-    return solve(sums, weight, centers, normal)
+    return geometry.solve_from_sums(sums, weight, centers, normal)
 
 
 class _PassStats:
@@ -323,83 +318,95 @@ def _init_sample(X, generator, n_rows: int):
     return np.sort(np.random.default_rng(seed).choice(n, n_rows, replace=False))
 
 
-def _initial_centers(estimator, X, sw_np, frame, shift):
+def _initial_centers(seeding, X, sw_np, frame, shift, n_clusters: int):
     """Seeds (R, K, D) in the fit frame: the ``init`` array, or the estimator's seeding on
     up to :data:`INIT_SAMPLE` rows drawn uniformly (all rows when there are no more)."""
-    init_array = estimator._validate_init_array(shift.shape[0], frame.dtype)
-    generators = make_generators(estimator.random_state, estimator._checked_n_init(init_array))
-    if init_array is not None:
-        return (torch.as_tensor(init_array) - shift)[None]
-    rows = _init_sample(X, generators[0], max(INIT_SAMPLE, 3 * estimator.n_clusters))
+    seeds = seeding(shift.shape[0], frame.dtype)
+    if seeds.init_array is not None:
+        return (torch.as_tensor(seeds.init_array) - shift)[None]
+    rows = _init_sample(X, seeds.generators[0], max(INIT_SAMPLE, 3 * n_clusters))
     Xs, sws = frame.tensors(X[rows].compute(), sw_np[rows])
-    return estimator._init_centroids(Xs, sws, generators, None, shift.to(Xs.device))
+    return seeds(Xs, sws, shift.to(Xs.device))
 
 
-def _finish(estimator, X, blocks, results, restart, centers, frame):
-    """The labels of the kept restart and the fitted attributes of ``_after_fit``, in one
-    compute: from the rows ``_after_fit_rows`` names, or from blockwise
-    ``_after_fit_stats``. Returns the labels."""
+def _finish(X, blocks, results, restart, centers, frame, statistics, rows):
+    """The labels of the kept restart and the statistics, in one compute: on the ``rows``
+    of X, or summed over the blocks when ``rows`` is None. Returns (labels, statistics)."""
     import dask
 
     parts = [dask.delayed(_labels_block)(r, restart) for r in results]
-    rows = estimator._after_fit_rows(X.shape[0])
     if rows is None:
         c = centers.cpu().numpy()
-        stats = _tree([dask.delayed(_evidence_block)(x, r, restart, c, frame)
+        stats = _tree([dask.delayed(_statistics_block)(x, r, restart, c, frame, statistics)
                        for x, r in zip(blocks.x, results)], _add)
         *parts, stats = dask.compute(*parts, stats)
-        estimator._after_fit_from_stats(stats)
-        return np.concatenate(parts)
+        return np.concatenate(parts), stats
     *parts, x_rows = dask.compute(*parts, X[rows])
     labels = np.concatenate(parts)
     Xr, _ = frame.tensors(x_rows)
-    estimator._after_fit(Xr, torch.as_tensor(labels[rows], device=Xr.device),
-                         centers.to(Xr.device))
-    return labels
+    stats = statistics(Xr, torch.as_tensor(labels[rows], device=Xr.device),
+                       centers.to(Xr.device), frame.geometry())
+    return labels, stats
 
 
-def _prepare(estimator, X, sample_weight):
-    """Checks, the weights, the moments pass: (X, blocks, frame, shift, tol, weights)."""
+def _prepare(X, sw_np, frame, tol: float):
+    """The blocks and the moments pass: (blocks, frame with its shift, shift, tol)."""
     import dask.array as da
-    import scipy.sparse as sp
 
-    if sp.issparse(getattr(X, "_meta", None)):
-        raise TypeError(
-            f"{type(estimator).__name__}.fit does not take a dask array of sparse blocks; "
-            "fit on X.compute() (a scipy sparse matrix, never densified) or call "
-            "partial_fit, which takes one sparse block at a time."
-        )
-    X, dtype = check_dask_array(estimator, X, reset=True)
-    n_samples, n_features = X.shape
-    if n_samples < estimator.n_clusters:
-        raise ValueError(
-            f"n_samples={n_samples} should be >= n_clusters={estimator.n_clusters}."
-        )
-    estimator._check_input_geometry(n_features)
-    if is_dask_array(sample_weight):
-        sample_weight = sample_weight.compute()
-    sw_np = check_sample_weight(sample_weight, n_samples, dtype)
+    n_samples = X.shape[0]
     blocks = _Blocks(X, da.from_array(sw_np, chunks=(X.chunks[0],)).persist())
-    frame = _Frame(estimator, n_features, dtype)
     moments = _moments(blocks, frame)
-    torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
+    torch_dtype = torch.float32 if frame.dtype == np.float32 else torch.float64
     shift = (moments["wx"] / moments["wsum"]).to(torch_dtype)
     if not frame.geometry().translation_invariant:
         shift = torch.zeros_like(shift)
     check_magnitude(torch.stack([moments["hi"] - shift, moments["lo"] - shift]))
-    tol = float((moments["m2"] / n_samples).mean()) * estimator.tol if n_samples > 1 else 0.0
-    return X, blocks, frame.with_shift(shift.numpy()), shift, tol, sw_np
+    tol = float((moments["m2"] / n_samples).mean()) * tol if n_samples > 1 else 0.0
+    return blocks, frame.with_shift(shift.numpy()), shift, tol
 
 
-def fit_blockwise(estimator, X, sample_weight=None):
-    """``estimator.fit`` for a dask X: blockwise Lloyd passes (see the module docstring).
+def fit_blockwise(X, sample_weight: np.ndarray, *, n_clusters: int, embed, make_geometry,
+                  seeding, statistics, statistics_rows, device, max_iter: int, tol: float,
+                  verbose: int = 0) -> FitResult:
+    """Blockwise Lloyd passes over a validated dask X (see the module docstring).
 
     Same results as the in-memory fit for the same initial centroids (an ``init`` array,
     or data of at most :data:`INIT_SAMPLE` rows), up to the order of floating-point sums.
+
+    Parameters
+    ----------
+    X : dask array of shape (n_samples, n_features)
+        Validated: known row chunks, one column chunk, a real dtype.
+    sample_weight : ndarray of shape (n_samples,)
+        Validated weights, in the float dtype of the fit.
+    n_clusters : int
+    embed : callable ``Tensor (n, n_features) -> Tensor (n, D)``
+        The estimator's map to the clustered space (picklable: it runs on the workers).
+    make_geometry : callable ``() -> Geometry``
+        Builds the fit's geometry (picklable).
+    seeding : callable ``(D, dtype) -> Seeding``
+        The estimator's seeding for the clustered space (run on the client).
+    statistics : callable ``(X, labels, centers, geometry) -> dict``
+        Additive statistics of rows for the estimator's extra fitted attributes.
+    statistics_rows : ndarray of int or None
+        Rows ``statistics`` reads (None: all, summed over the blocks).
+    device : str or torch.device
+        The estimator's ``device`` parameter.
+    max_iter : int
+    tol : float
+        Relative tolerance (scaled here by the mean column variance).
+    verbose : int, default=0
+
+    Returns
+    -------
+    FitResult
+        The restart with the lowest inertia; centroids in the input frame.
     """
-    X, blocks, frame, shift, tol, sw_np = _prepare(estimator, X, sample_weight)
+    frame = _Frame(embed, make_geometry, device, sample_weight.dtype)
+    blocks, frame, shift, tol = _prepare(X, sample_weight, frame, tol)
     geometry = frame.geometry()
-    centers = _initial_centers(estimator, X, sw_np, frame, shift).to("cpu", shift.dtype)
+    centers = _initial_centers(seeding, X, sample_weight, frame, shift,
+                               n_clusters).to("cpu", shift.dtype)
     results, stats = _lloyd_pass(blocks, None, centers, list(range(centers.shape[0])), frame)
     inertia = stats["inertia"].clone()
     latest = [results]  # every restart's labels and states after the last pass
@@ -407,23 +414,16 @@ def fit_blockwise(estimator, X, sample_weight=None):
     def step(current, state, running):
         rows = running.tolist()
         new = _update(geometry, blocks, latest[0], current, state.stats, rows, frame)
-        if not getattr(geometry, "relocates_empty", False):
+        if not geometry.relocates_empty:
             relocate_empty(new, state.stats["cluster_weight"],
                            lambda r, m: state.stats["far_x"][r, :m])
         latest[0], stats = _lloyd_pass(blocks, latest[0], new, rows, frame)
         inertia[running] = stats["inertia"]
         return new, _PassStats(stats), stats["changed"] == 0, stats["inertia"]
 
-    n_iter = lloyd_iterations(centers, _PassStats(stats), step, estimator.max_iter, tol,
-                              estimator.verbose)
-    results = latest[0]
-
+    n_iter = lloyd_iterations(centers, _PassStats(stats), step, max_iter, tol, verbose)
     best = int(torch.argmin(inertia))
-    labels = _finish(estimator, X, blocks, results, best, centers[best], frame)
-    estimator._warn_distinct(int(np.unique(labels).size))
-    estimator.cluster_centers_ = (centers[best] + shift).numpy()
-    estimator.labels_ = labels
-    estimator.inertia_ = float(inertia[best])
-    estimator.n_iter_ = int(n_iter[best])
-    init_stream_state(estimator, torch.from_numpy(labels), torch.from_numpy(sw_np))
-    return estimator
+    labels, stats = _finish(X, blocks, latest[0], best, centers[best], frame, statistics,
+                            statistics_rows)
+    return FitResult((centers[best] + shift).numpy(), labels, float(inertia[best]),
+                     int(n_iter[best]), stats)

@@ -10,9 +10,10 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
-from ._base import BaseTorchKMeans, empty_output, frame_like_transform, inference_threads
+from ._base import BaseTorchKMeans
 from ._dask import blockwise
-from ._lloyd import EuclideanGeometry
+from ._euclidean import EuclideanGeometry
+from ._inference import empty_output, frame_like_transform, inference_threads
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
@@ -228,15 +229,14 @@ class ExplainableKMeans(BaseTorchKMeans):
     def _make_fit_geometry(self, n_features: int) -> EuclideanGeometry:
         return EuclideanGeometry(self.batch_size, screen=True)
 
-    def _after_fit_stats(self, X, labels, centers) -> dict:
+    def _fit_statistics(self, X, labels, centers, geometry) -> dict:
         """Sum and count of the assigned evidence f_c(x) (for beta="auto")."""
         if self.beta != "auto":
             return {}
-        d = EuclideanGeometry(self.batch_size).pairwise(X, centers)
-        f = cluster_evidence(d).gather(1, labels[:, None])
+        f = cluster_evidence(geometry.pairwise(X, centers)).gather(1, labels[:, None])
         return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
 
-    def _after_fit_from_stats(self, stats: dict) -> None:
+    def _set_fit_statistics(self, stats: dict, n_features: int) -> None:
         if self.beta != "auto":
             self.beta_ = float(self.beta)
             return

@@ -1,4 +1,5 @@
-"""k-means++ seeding (scikit-learn's greedy variant), for dense and sparse (CSR) data.
+"""Seeding: k-means++ (scikit-learn's greedy variant) for dense and sparse (CSR) data, and
+:class:`Seeding`, how one fit seeds its restarts.
 
 The seedings of several restarts run together: each draws from its own generator in the
 order a lone run would, and their distance computations share one matrix product per step.
@@ -7,13 +8,46 @@ order a lone run would, and their distance computations share one matrix product
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 from ._threads import LLOYD_SERIAL_MACS, serial_threads, torch_threads
 from .nn.sparse import is_sparse, row_norms, take_rows
 
-__all__ = ["kmeans_plusplus", "kmeans_plusplus_restarts"]
+__all__ = ["Seeding", "kmeans_plusplus", "kmeans_plusplus_restarts"]
+
+
+class Seeding:
+    """How one fit seeds its restarts: an ``init`` array or a seeding method, with one
+    ``torch.Generator`` per restart.
+
+    Calling it seeds every restart on the rows it is given; the dask fit reads
+    :attr:`init_array` (rows need not be sampled for an explicit init) and draws its
+    seeding sample with the first generator.
+
+    Parameters
+    ----------
+    seed_restarts : callable ``(X, sample_weight, generators, init_array, shift) -> Tensor``
+        The estimator's seeding: initial centroids (R, K, D) in the frame of X (shifted
+        by ``shift`` from the input frame).
+    init_array : ndarray of shape (K, D) or None
+        Validated initial centroids in the input frame.
+    generators : sequence of torch.Generator
+        One per restart.
+    """
+
+    def __init__(self, seed_restarts: Callable, init_array: np.ndarray | None,
+                 generators: Sequence[torch.Generator]):
+        self.seed_restarts = seed_restarts
+        self.init_array = init_array
+        self.generators = list(generators)
+
+    def __call__(self, X: torch.Tensor, sample_weight: torch.Tensor,
+                 shift: torch.Tensor) -> torch.Tensor:
+        """Initial centroids of every restart, shape (len(generators), K, D)."""
+        return self.seed_restarts(X, sample_weight, self.generators, self.init_array, shift)
 
 
 def kmeans_plusplus(

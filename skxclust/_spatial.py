@@ -8,12 +8,16 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseTorchKMeans, empty_output
+from ._base import BaseTorchKMeans
 from ._dask import blockwise
-from ._lloyd import Assignment, EuclideanGeometry, lloyd
+from ._euclidean import EuclideanGeometry
+from ._geometry import Assignment
+from ._inference import empty_output
+from ._lloyd import lloyd
 from ._spatial_explain import WarpExplanationMixin
 from ._split_merge import split_merge
-from ._warp_geometry import WarpGeometry, euclidean_kmeans, resolve_image_shape, ward_merge
+from ._validation import resolve_image_shape
+from ._warp_geometry import WarpGeometry, euclidean_kmeans, ward_merge
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS
 
@@ -357,20 +361,6 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             max_iter=max(1, self.max_iter // 2), generator=generator,
             seed_centers=lambda Xc, k, w, g: euclidean_kmeans(Xc, k, w, g, n_runs=3),
             verbose=self.verbose)
-
-    def _after_fit(self, X, labels, centers) -> None:
-        self.image_shape_ = resolve_image_shape(self.image_shape, X.shape[1])
-        self._fit_statistics(X, centers, self._make_geometry(X.shape[1]))
-
-    def _after_partial_fit(self, X, centers, geometry):
-        """One alignment pass of the chunk: its labels, distances and ``beta_`` (from all
-        rows of the chunk)."""
-        self.image_shape_ = resolve_image_shape(self.image_shape, X.shape[1])
-        losses = torch.cat([losses for _, losses, _ in
-                            self._warped_evidence_chunks(X, centers, geometry)])
-        distances, labels = losses.min(dim=1)
-        self._set_fit_statistics(losses, X.shape[1])
-        return Assignment(labels, distances)
 
     def _row_scores(self, geometry, X, centers):
         """Laplace log-evidence of each row (see :meth:`score`)."""

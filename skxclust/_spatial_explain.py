@@ -26,10 +26,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._base import empty_output
 from ._dask import blockwise
+from ._inference import empty_output
 from ._progress import track
-from ._validation import check_beta, check_explainable_n_clusters, check_target
+from ._validation import (
+    check_beta,
+    check_explainable_n_clusters,
+    check_target,
+    resolve_image_shape,
+)
 from .nn.lrp import auto_beta, neon_relevance
 from .nn.neuralized import cluster_evidence
 from .nn.warps import warp_adjoint, warp_images
@@ -48,38 +53,40 @@ class WarpExplanationMixin:
         Uses the same optimisation as ``predict`` (candidate screening included), so the
         arg-max of the evidence is the predicted label.
         """
-        chunks = geometry._chunks(Xt.shape[0])
+        chunks = geometry.chunks(Xt.shape[0])
         for sl in track(chunks, desc=type(self).__name__, unit="rows",
                         sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
-            losses, warps = geometry._optimize(Xt[sl], centers, screen=True)
+            losses, warps = geometry.pair_warps(Xt[sl], centers)
             yield sl, losses, warps
 
-    def _after_fit_rows(self, n_samples: int) -> np.ndarray:
+    def _statistics_rows(self, n_samples: int) -> np.ndarray:
         """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,
-        evenly spaced."""
+        evenly spaced (each needs a full alignment pass)."""
         return np.unique(np.linspace(0, n_samples - 1, _BETA_SAMPLE).astype(np.int64))
 
-    def _beta_from_losses(self, losses: torch.Tensor) -> float:
-        """``beta_`` from the warped losses (n, K) of some rows to every centroid."""
-        if self.beta != "auto":
-            return float(self.beta)
-        if losses.shape[1] < 2:
-            return 0.0
-        return auto_beta(cluster_evidence(losses).max(dim=1).values)
-
-    def _set_fit_statistics(self, losses: torch.Tensor, n_features: int) -> None:
-        """``beta_`` and ``noise_variance_`` from the warped losses (n, K) of some training
-        rows: the pixel noise variance is the mean nearest energy per pixel."""
-        self.beta_ = self._beta_from_losses(losses)
+    def _fit_statistics(self, X, labels, centers, geometry) -> dict:
+        """Sums over the rows of their assigned evidence ``f_c(x)`` and their nearest
+        warped energy, from the same warp fits as ``predict``."""
+        losses = geometry.pairwise(X, centers)
         nearest = losses.min(dim=1).values.to(torch.float64)
-        self.noise_variance_ = max(float(nearest.mean()) / n_features, 1e-300)
+        evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64) \
+            if losses.shape[1] > 1 else nearest.new_zeros(0)
+        return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()),
+                "count": int(losses.shape[0])}
 
-    def _fit_statistics(self, Xt, centers, geometry) -> None:
-        """:meth:`_set_fit_statistics` on up to 512 evenly spaced training rows."""
-        sub = Xt[torch.from_numpy(self._after_fit_rows(Xt.shape[0])).to(Xt.device)]
-        self._set_fit_statistics(torch.cat(
-            [losses for _, losses, _ in self._warped_evidence_chunks(sub, centers, geometry)]),
-            Xt.shape[1])
+    def _set_fit_statistics(self, stats: dict, n_features: int) -> None:
+        """``image_shape_``, ``beta_`` (``1 / mean f_c(x)`` for "auto") and
+        ``noise_variance_`` (the mean nearest energy per pixel)."""
+        self.image_shape_ = resolve_image_shape(self.image_shape, n_features)
+        count = max(stats["count"], 1)
+        if self.beta != "auto":
+            self.beta_ = float(self.beta)
+        elif self.n_clusters < 2:
+            self.beta_ = 0.0
+        else:
+            self.beta_ = auto_beta(torch.tensor([stats["evidence"] / count],
+                                                dtype=torch.float64))
+        self.noise_variance_ = max(stats["energy"] / count / n_features, 1e-300)
 
     @blockwise("clusters")
     def decision_function(self, X):

@@ -19,21 +19,32 @@ from sklearn.utils import assert_all_finite, check_random_state
 from .nn.sparse import is_sparse, value_extremes
 
 __all__ = [
-    "resolve_device",
-    "to_tensor",
-    "host_tensor",
-    "refuse_sparse",
-    "make_generators",
-    "check_target",
     "check_beta",
-    "check_sample_weight",
-    "check_magnitude",
-    "finite_extremes",
     "check_explainable_n_clusters",
     "check_init_array",
     "check_lrp_options",
+    "check_magnitude",
+    "check_n_samples",
+    "check_sample_weight",
+    "check_target",
     "check_top_k",
+    "finite_extremes",
+    "host_tensor",
+    "make_generators",
+    "refuse_sparse",
+    "resolve_device",
+    "resolve_image_shape",
+    "to_tensor",
 ]
+
+
+def check_n_samples(n_samples: int, n_clusters: int, context: str = "") -> None:
+    """Raise the ValueError scikit-learn's ``KMeans`` raises when there are fewer samples
+    than clusters (``context`` is appended to the message, e.g. which call seeds)."""
+    if n_samples < n_clusters:
+        raise ValueError(
+            f"n_samples={n_samples} should be >= n_clusters={n_clusters}{context}."
+        )
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -358,3 +369,55 @@ def check_top_k(top_k, n_features: int) -> int | None:
             f"top_k={top_k} is out of range: it must be in [1, n_features={n_features}]."
         )
     return int(top_k)
+
+
+def resolve_image_shape(image_shape, n_features: int) -> tuple[int, int]:
+    """The (H, W) that rows of ``n_features`` values are reshaped to (row-major).
+
+    The one place where image shapes are resolved and validated: the ST K-means fits,
+    its warp models and :mod:`skxclust.plotting` all call it.
+
+    Parameters
+    ----------
+    image_shape : pair of int or None
+        ``(H, W)`` with ``H * W == n_features``. None gives a square image when
+        ``n_features`` is a perfect square and a ``1 x n_features`` signal otherwise.
+    n_features : int
+
+    Returns
+    -------
+    (int, int)
+
+    Raises
+    ------
+    ValueError
+        Naming ``image_shape`` and its value, when it is not a pair of positive ints or
+        does not hold ``n_features`` pixels.
+
+    Examples
+    --------
+    >>> resolve_image_shape(None, 64), resolve_image_shape(None, 10)
+    ((8, 8), (1, 10))
+    >>> resolve_image_shape((4, 16), 64)
+    (4, 16)
+    """
+    if image_shape is None:
+        side = math.isqrt(n_features)
+        return (side, side) if side * side == n_features else (1, n_features)
+    shape = tuple(np.asarray(image_shape).tolist()) if not isinstance(image_shape, tuple) \
+        else image_shape
+    ok = len(shape) == 2 and all(
+        isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool) and s >= 1
+        for s in shape
+    )
+    if not ok:
+        raise ValueError(
+            f"image_shape={image_shape!r} must be None or a pair (H, W) of positive ints."
+        )
+    height, width = int(shape[0]), int(shape[1])
+    if height * width != n_features:
+        raise ValueError(
+            f"image_shape={image_shape!r} holds {height * width} pixels but X has "
+            f"n_features={n_features}; H * W must equal n_features."
+        )
+    return height, width

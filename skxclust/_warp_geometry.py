@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import math
 import time
-from numbers import Integral
 
 import numpy as np
 import torch
 
-from ._lloyd import (
-    Assignment,
-    EuclideanGeometry,
-    best_restart,
-    kmeans_plusplus_restarts,
-    lloyd,
-)
+from ._euclidean import EuclideanGeometry
+from ._geometry import Assignment, Geometry
+from ._lloyd import best_restart, lloyd
 from ._progress import track
+from ._seeding import kmeans_plusplus_restarts
 from ._threads import torch_threads
 from .nn.align import (
     adjoint_sums,
@@ -32,35 +28,7 @@ from .nn.align import (
 from .nn.warp_solver import fit_warps, warp_log_volume
 from .nn.warps import make_warp_model, unwarp_images
 
-__all__ = ["WarpGeometry", "euclidean_kmeans", "resolve_image_shape", "ward_merge"]
-
-
-def resolve_image_shape(image_shape, n_features: int) -> tuple[int, int]:
-    """The (H, W) the rows of X are reshaped to; raises ValueError naming ``image_shape``.
-
-    None gives a square image when ``n_features`` is a perfect square and a ``1 x n``
-    signal otherwise.
-    """
-    if image_shape is None:
-        side = math.isqrt(n_features)
-        return (side, side) if side * side == n_features else (1, n_features)
-    shape = tuple(np.asarray(image_shape).tolist()) if not isinstance(image_shape, tuple) \
-        else image_shape
-    ok = len(shape) == 2 and all(
-        isinstance(s, (Integral, np.integer)) and not isinstance(s, bool) and s >= 1
-        for s in shape
-    )
-    if not ok:
-        raise ValueError(
-            f"image_shape={image_shape!r} must be None or a pair (H, W) of positive ints."
-        )
-    height, width = int(shape[0]), int(shape[1])
-    if height * width != n_features:
-        raise ValueError(
-            f"image_shape={image_shape!r} holds {height * width} pixels but X has "
-            f"n_features={n_features}; H * W must equal n_features."
-        )
-    return height, width
+__all__ = ["WarpGeometry", "euclidean_kmeans", "ward_merge"]
 
 
 def euclidean_kmeans(X, n_clusters, sample_weight, generator, n_runs=10, max_iter=300):
@@ -116,7 +84,7 @@ def ward_merge(distances: np.ndarray, weights: np.ndarray, n_clusters: int) -> n
     return np.argmax(member[alive] > 0, axis=0)
 
 
-class WarpGeometry:
+class WarpGeometry(Geometry):
     """Distances and centroid updates of ST K-means, for :func:`skxclust._lloyd.lloyd`.
 
     ``d(x, mu) = min_v ||x - S_v mu||^2 + c(x) * (warp_penalty * bend(v) + affine_penalty *
@@ -135,6 +103,7 @@ class WarpGeometry:
     """
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
+    least_squares_update = True
     # Below this many (sample, centroid, pixel) terms per chunk, each of the ~100 small ops
     # of a warp-fit step costs more in thread barriers than it gains from a second thread.
     serial_below = 2**17
@@ -173,22 +142,42 @@ class WarpGeometry:
         centred = Xc - Xc.mean(dim=1, keepdim=True)
         return (centred * centred).sum(dim=1)
 
-    def _optimize(self, Xc, centers, screen: bool):
+    def use_model_cache(self, cache: dict) -> None:
+        """Keep the warp models in ``cache`` (shared by the dask workers' tasks of a fit:
+        building one costs 15-40 ms; they are read-only)."""
+        self._models = cache
+
+    def pair_warps(self, X: torch.Tensor, centers: torch.Tensor):
+        """The regularised warp fits of the rows of one chunk to every centroid.
+
+        Screened as :meth:`assign` screens (``n_candidates``), so the row-wise argmin of
+        the distances is the assigned label.
+
+        Parameters
+        ----------
+        X : Tensor of shape (B, P)
+            A chunk of at most ``batch_size`` rows (memory is O(B * K * P)).
+        centers : Tensor of shape (K, P)
+
+        Returns
+        -------
+        distances : Tensor of shape (B, K)
+            Penalised warped squared distances.
+        warps : Tensor of shape (B, K, n_basis, ndim)
+            The fitted warp parameters of every pair (see :class:`skxclust.nn.WarpModel`).
+        """
         return fit_warps(
-            Xc, centers, self.model(Xc), penalty=self._contrast(Xc),
+            X, centers, self.model(X), penalty=self._contrast(X),
             bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
             n_steps=self.n_steps, affine_steps=self.affine_steps,
-            n_candidates=self.n_candidates if screen else None,
-            screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
+            n_candidates=self.n_candidates, screen_steps=self.screen_steps,
+            damping=1e-4 / self.learning_rate,
         )
 
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
         """Intra-op threads for this data: 1 for small chunks on the CPU, else unchanged."""
         terms = min(self.batch_size, X.shape[0]) * centers.shape[0] * X.shape[1]
         return 1 if X.device.type == "cpu" and terms < self.serial_below else None
-
-    def _chunks(self, n: int):
-        return [slice(i, min(i + self.batch_size, n)) for i in range(0, n, self.batch_size)]
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Deformation-invariant squared distances, shape (n, K).
@@ -202,9 +191,9 @@ class WarpGeometry:
         if (memo is not None and memo[0] is X and memo[1] == X._version
                 and memo[2].shape == centers.shape and torch.equal(memo[2], centers)):
             return memo[3]  # what the last assign of the same rows and centroids computed
-        chunks = self._chunks(X.shape[0])
+        chunks = self.chunks(X.shape[0])
         with torch_threads(self.lloyd_threads(X, centers)):
-            return torch.cat([self._optimize(X[sl], centers, screen=True)[0] for sl in chunks])
+            return torch.cat([self.pair_warps(X[sl], centers)[0] for sl in chunks])
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         """Labels, distances and the warp of every sample to its assigned centroid."""
@@ -219,10 +208,10 @@ class WarpGeometry:
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
         params = X.new_empty(n, model.n_basis, model.ndim)
         distances = X.new_empty(n, centers.shape[0])
-        chunks = self._chunks(n)
+        chunks = self.chunks(n)
         for sl in track(chunks, desc="SpatialTransformerKMeans: aligning", unit="rows",
                         sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
-            losses, warps = self._optimize(X[sl], centers, screen=True)
+            losses, warps = self.pair_warps(X[sl], centers)
             distances[sl] = losses
             dists[sl], labels[sl] = losses.min(dim=1)
             params[sl] = warps[torch.arange(warps.shape[0], device=X.device), labels[sl]]
@@ -250,7 +239,7 @@ class WarpGeometry:
                 warp_log_volume(X[sl], centers[assignment.labels[sl]], model,
                                 assignment.state[sl], contrast[sl], self.warp_penalty,
                                 self.affine_penalty)
-                for sl in self._chunks(X.shape[0])])
+                for sl in self.chunks(X.shape[0])])
         s2 = float(noise_variance)
         return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
                 - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))
@@ -313,4 +302,4 @@ class WarpGeometry:
         model = self.model(X)
         with torch_threads(self.lloyd_threads(X, X[:1])):
             return torch.cat([unwarp_images(X[sl], model, assignment.state[sl])
-                              for sl in self._chunks(X.shape[0])])
+                              for sl in self.chunks(X.shape[0])])

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import resolve_image_shape
+
 __all__ = ["plot_alignment", "plot_centroids", "plot_pixel_flipping", "plot_relevance"]
 
 _INSTALL_HINT = (
@@ -39,23 +41,22 @@ def _pyplot():
     return plt
 
 
-def _resolve_image_shape(
+def _image_shape(
     n_features: int, image_shape: Sequence[int] | None, estimator: Any = None
 ) -> tuple[int, int] | None:
-    """The (H, W) to draw rows of ``n_features`` values as, or None for 1-D signals."""
+    """The (H, W) to draw rows of ``n_features`` values as, or None for 1-D signals.
+
+    ``image_shape`` None takes the estimator's ``image_shape_`` / ``image_shape``; the
+    shape is resolved by :func:`skxclust._validation.resolve_image_shape`, and a shape
+    inferred for data that are not square images means 1-D signals (drawn as strips).
+    """
     if image_shape is None and estimator is not None:
         image_shape = getattr(estimator, "image_shape_", None)
         if image_shape is None:
             image_shape = getattr(estimator, "image_shape", None)
-    if image_shape is None:
-        side = math.isqrt(n_features)
-        return (side, side) if side > 1 and side * side == n_features else None
-    shape = tuple(int(s) for s in image_shape)
-    if len(shape) != 2 or shape[0] * shape[1] != n_features:
-        raise ValueError(
-            f"image_shape must be (height, width) with height * width == n_features="
-            f"{n_features}; got {tuple(image_shape)}."
-        )
+    shape = resolve_image_shape(image_shape, n_features)
+    if image_shape is None and shape[0] == 1:
+        return None
     return shape
 
 
@@ -192,7 +193,7 @@ def plot_centroids(
     centers = getattr(estimator, "cluster_centers_", estimator)
     centers = _as_rows(centers, "cluster_centers_")
     n_clusters, n_features = centers.shape
-    shape = _resolve_image_shape(n_features, image_shape, estimator)
+    shape = _image_shape(n_features, image_shape, estimator)
     n_cols = min(n_clusters, 10) if n_cols is None else int(n_cols)
     if n_cols < 1:
         raise ValueError(f"n_cols must be >= 1, got {n_cols}.")
@@ -304,7 +305,7 @@ def plot_relevance(
     if X.shape != R.shape:
         raise ValueError(f"X and R must have the same shape, got {X.shape} and {R.shape}.")
     n_samples, n_features = X.shape
-    shape = _resolve_image_shape(n_features, image_shape)
+    shape = _image_shape(n_features, image_shape)
     if titles is not None:
         titles = list(titles)
         if len(titles) != n_samples:
@@ -440,7 +441,7 @@ def plot_alignment(estimator, X, image_shape=None, *, cmap="gray_r", figsize=Non
         if not hasattr(estimator, name):
             raise TypeError(f"plot_alignment needs a fitted estimator with {name!r} "
                             f"(e.g. SpatialTransformerKMeans); got {type(estimator).__name__}.")
-    shape = _resolve_image_shape(rows.shape[1], image_shape, estimator)
+    shape = _image_shape(rows.shape[1], image_shape, estimator)
     labels = estimator.predict(rows)
     aligned = np.asarray(estimator.align(rows), dtype=np.float64)
     centers = np.asarray(estimator.cluster_centers_, dtype=np.float64)

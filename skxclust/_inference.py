@@ -1,0 +1,214 @@
+"""Inference of the torch k-means estimators: chunked ``predict``, ``transform``, ``score``.
+
+:class:`KMeansInferenceMixin` validates rows for inference, moves them into the frame of
+the fitted centroids ``batch_size`` rows at a time and asks the estimator's geometry
+(:class:`skxclust._geometry.Geometry`) for labels or distances; outputs are written into
+preallocated numpy arrays, so no device-side copy of a whole result is ever held.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
+from sklearn.utils.validation import check_is_fitted
+
+from ._dask import blockwise
+from ._progress import track
+from ._threads import serial_threads, torch_threads
+from ._validation import (
+    check_magnitude,
+    check_sample_weight,
+    finite_extremes,
+    host_tensor,
+    resolve_device,
+    to_tensor,
+)
+from .nn.sparse import is_sparse, row_block
+
+__all__ = ["KMeansInferenceMixin", "empty_output", "frame_like_transform",
+           "inference_threads"]
+
+
+def inference_threads(X: torch.Tensor, n_clusters: int):
+    """Thread setting for one inference pass of X against the centroids (see _threads)."""
+    return torch_threads(serial_threads(X, n_clusters))
+
+
+def empty_output(X: torch.Tensor, *shape: int) -> np.ndarray:
+    """An uninitialised host array of ``shape`` in the numpy dtype of ``X``.
+
+    Inference writes its results into it chunk by chunk, so that no device-side copy of
+    the whole output (and no concatenation) is ever held.
+    """
+    return np.empty(shape, dtype=torch.empty(0, dtype=X.dtype).numpy().dtype)
+
+
+def frame_like_transform(estimator, data: np.ndarray, original_input, columns):
+    """``data`` in the container ``transform`` is set to return (``set_output`` or
+    scikit-learn's ``transform_output`` config): unchanged by default, else a pandas or
+    polars DataFrame with ``columns`` (and the index of a pandas ``original_input``)."""
+    config = _get_output_config("transform", estimator)["dense"]
+    if config == "default":
+        return data
+    return ADAPTERS_MANAGER.adapters[config].create_container(data, original_input,
+                                                              columns=columns)
+
+
+class KMeansInferenceMixin:
+    """``predict``, ``transform`` and ``score`` of a fitted torch k-means estimator.
+
+    Needs the estimator's ``cluster_centers_``, ``batch_size``, ``n_clusters``,
+    ``device``, ``verbose``, ``_check_X``, ``_embed`` and ``_make_geometry``.
+    """
+
+    def _validated_tensor(self, X) -> tuple[torch.Tensor, tuple]:
+        """Check fitted, validate X for inference and put it on the device.
+
+        Returns the tensor and its ``(min, max)``. On the CPU the tensor shares the memory
+        of a writeable C-contiguous float array (:func:`~skxclust._validation.to_tensor`):
+        never write into it. Finiteness is checked by
+        :func:`~skxclust._validation.finite_extremes` (the same refusal as
+        ``validate_data``) in the one pass whose extremes :meth:`_inference_frame` reuses
+        for the magnitude check.
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False, ensure_all_finite=False)
+        raw = to_tensor(X, resolve_device(self.device))
+        return raw, finite_extremes(raw, type(self).__name__)
+
+    def _inference_frame(self, raw: torch.Tensor, extremes: tuple):
+        """Embed validated rows for chunked inference; return (X, centers, geometry, shift).
+
+        ``raw`` and ``extremes`` come from :meth:`_validated_tensor`.
+
+        ``X`` is the embedded input, *not* shifted (no copy of the input when the embedding
+        is the identity); ``centers`` are already in the frame where the geometry is
+        numerically accurate: shifted by ``shift`` (the mean centroid) when the geometry is
+        translation invariant, else ``shift`` is None. Iterate over the rows with
+        :meth:`_framed_chunks`, which shifts ``batch_size`` rows at a time, so that the memory
+        used beyond the output is O(batch_size * n_features).
+        """
+        Xt = self._embed(raw)
+        centers = host_tensor(self.cluster_centers_).to(raw.device, Xt.dtype)
+        geometry = self._make_geometry(raw.shape[1])
+        shift = None
+        if geometry.translation_invariant and not is_sparse(Xt):
+            shift = centers.mean(dim=0)
+            centers = centers - shift
+        check_magnitude(Xt, shift=shift, extremes=extremes if Xt is raw else None)
+        return Xt, centers, geometry, shift
+
+    def _framed_chunks(self, X: torch.Tensor, shift: torch.Tensor | None,
+                       step: int | None = None):
+        """Yield ``(rows, X[rows] in the frame of the centers)``, ``step`` (default
+        ``batch_size``) rows at a time.
+
+        The shifted rows are written into one buffer reused by every block: use each
+        block before asking for the next. With more than one block, the pass has a
+        progress bar counting rows (see :mod:`skxclust._progress`).
+        """
+        step = self.batch_size if step is None else step
+        buffer = None if shift is None else X.new_empty(min(step, X.shape[0]), X.shape[1])
+        starts = range(0, X.shape[0], step)
+        sizes = [min(step, X.shape[0] - start) for start in starts]
+        for start in track(starts, desc=type(self).__name__, unit="rows", sizes=sizes,
+                           verbose=self.verbose):
+            rows = slice(start, min(start + step, X.shape[0]))
+            if shift is None:
+                yield rows, row_block(X, rows.start, rows.stop)
+            else:
+                yield rows, torch.sub(X[rows], shift, out=buffer[: rows.stop - start])
+
+    def _map_pairwise(self, X, fn) -> np.ndarray:
+        """``fn`` of the squared distances to the centroids, shape (n_samples, n_clusters),
+        computed ``batch_size`` rows at a time into a preallocated numpy output."""
+        raw, extremes = self._validated_tensor(X)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+            out = empty_output(Xt, Xt.shape[0], centers.shape[0])
+            for rows, x in self._framed_chunks(Xt, shift):
+                out[rows] = fn(geometry.pairwise(x, centers)).cpu().numpy()
+            return out
+
+    def _frame(self, raw: torch.Tensor, extremes: tuple):
+        """Embed validated rows; return (X, centers, geometry), shifted together into a
+        frame where the geometry is numerically accurate when it is shift invariant.
+
+        Holds the whole shifted X (a copy of the input when shifted): prefer
+        :meth:`_inference_frame` with :meth:`_framed_chunks` for large inputs.
+        """
+        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+        return (Xt if shift is None else Xt - shift), centers, geometry
+
+    def _prepare(self, X):
+        """Validate X for inference; return (X tensor, centers tensor, geometry)."""
+        return self._frame(*self._validated_tensor(X))
+
+    @blockwise("labels")
+    def predict(self, X):
+        """Index of the closest cluster for each sample.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            A dask array, computed block by block, when X is one.
+        """
+        raw, extremes = self._validated_tensor(X)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+            labels = np.empty(Xt.shape[0], dtype=np.int64)
+            for rows, x in self._framed_chunks(Xt, shift):
+                labels[rows] = geometry.assign(x, centers).labels.cpu().numpy()
+            return labels
+
+
+    @blockwise("clusters")
+    def transform(self, X):
+        """Distances to every centroid (not squared, like :class:`sklearn.cluster.KMeans`).
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_clusters), same float dtype as X.
+            A dask array, computed block by block, when X is one.
+        """
+        return self._map_pairwise(X, torch.sqrt)
+
+
+    @blockwise("sum", row_args=("sample_weight",))
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the distortion (inertia) of X: higher is better.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array is scored block by block (computed at once).
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        float
+        """
+        raw, extremes = self._validated_tensor(X)
+        sw = check_sample_weight(sample_weight, raw.shape[0], np.float64)
+        with inference_threads(raw, self.n_clusters):
+            Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+            d = np.empty(Xt.shape[0], dtype=np.float64)
+            for rows, x in self._framed_chunks(Xt, shift):
+                d[rows] = self._row_scores(geometry, x, centers).cpu().to(torch.float64).numpy()
+        return float(torch.from_numpy(d) @ torch.from_numpy(sw))
+
+    def _row_scores(self, geometry, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
+        """What :meth:`score` sums per row (with the sample weights): minus the distance
+        to the nearest centroid."""
+        return -geometry.assign(X, centers).distances
+
