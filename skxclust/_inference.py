@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.base import TransformerMixin
 from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
 from sklearn.utils.validation import check_is_fitted
 
@@ -55,10 +56,11 @@ def frame_like_transform(estimator, data: np.ndarray, original_input, columns):
                                                               columns=columns)
 
 
-class KMeansInferenceMixin:
+class KMeansInferenceMixin(TransformerMixin):
     """``predict``, ``transform`` and ``score`` of a fitted torch k-means estimator.
 
-    Needs the estimator's ``cluster_centers_``, ``batch_size``, ``n_clusters``,
+    A ``TransformerMixin``, so that scikit-learn wraps the ``transform`` defined here for
+    ``set_output``. Needs the estimator's ``cluster_centers_``, ``batch_size``, ``n_clusters``,
     ``device``, ``verbose``, ``_check_X``, ``_embed`` and ``_make_geometry``.
     """
 

@@ -15,9 +15,11 @@ squared distance to the old centroid. For ST K-means the statistics are per pixe
 own count, and the same minimisation (the chunk's warped least-squares problem plus the
 count-weighted old centroid) is solved by the geometry's conjugate gradients started from
 the running adjoint-weighted average above (the average alone stays blurred). Centroids
-(or pixels) that receive no weight keep their value. The first call seeds the centroids on
-its chunk with the estimator's own initialisation, then takes the first step on the same
-chunk.
+(or pixels) that receive no weight keep their value.
+
+The functions here take tensors and a geometry and return tensors; the estimator's
+``partial_fit`` validates the chunk, seeds the centroids on the first chunk with its own
+initialisation, calls :func:`mini_batch_step` and writes the fitted attributes.
 """
 
 from __future__ import annotations

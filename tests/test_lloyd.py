@@ -5,14 +5,10 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from skxclust._lloyd import (
-    Assignment,
-    EuclideanGeometry,
-    best_restart,
-    kmeans_plusplus,
-    kmeans_plusplus_restarts,
-    lloyd,
-)
+from skxclust._euclidean import EuclideanGeometry
+from skxclust._geometry import Assignment
+from skxclust._lloyd import best_restart, lloyd
+from skxclust._seeding import kmeans_plusplus, kmeans_plusplus_restarts
 
 
 def _generators(seeds):

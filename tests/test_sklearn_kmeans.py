@@ -65,8 +65,10 @@ from sklearn.utils._testing import (
 from sklearn.utils.fixes import CSR_CONTAINERS
 
 from skxclust import ExplainableKMeans
-from skxclust._lloyd import Assignment, EuclideanGeometry, kmeans_plusplus
+from skxclust._euclidean import EuclideanGeometry
+from skxclust._geometry import Assignment
 from skxclust._relocation import farthest_for_empty, relocate_in_sums
+from skxclust._seeding import kmeans_plusplus
 from skxclust._validation import make_generators, to_tensor
 from skxclust.nn import squared_distances
 

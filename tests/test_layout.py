@@ -1,0 +1,234 @@
+"""The shape of the house: one fit lifecycle, one geometry contract, one-way imports.
+
+These tests read the package's source (``ast``) and drive its private fit machinery
+directly, so that the layout the README and ``doc/layout.rst`` describe stays true.
+"""
+
+import ast
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+import skxclust
+from skxclust import ExplainableKMeans, SpatialTransformerKMeans
+from skxclust._dask_fit import fit_blockwise
+from skxclust._euclidean import EuclideanGeometry
+from skxclust._geometry import Assignment, Geometry
+from skxclust._lloyd import best_restart, lloyd
+from skxclust._seeding import Seeding
+from skxclust._streaming import mini_batch_step
+from skxclust._warp_geometry import WarpGeometry
+
+PACKAGE = pathlib.Path(skxclust.__file__).parent
+REPO = PACKAGE.parent
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    """The skxclust modules ``path`` imports, at module level or inside functions."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if target.startswith("skxclust"):
+                found.add(target)
+                # "from . import x" / "from .nn import lrp" name submodules
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in MODULE_NAMES:
+                        found.add(f"{target}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("skxclust"))
+    found.discard(name)
+    return found
+
+
+MODULE_NAMES = {module_name(p) for p in MODULES}
+GRAPH = {module_name(p): imported_modules(p) & MODULE_NAMES for p in MODULES}
+
+
+def test_no_import_cycle_between_the_package_modules():
+    # a package imports its __init__ first: only edges between modules count
+    graph = {m: {d for d in deps if d not in ("skxclust", "skxclust.nn")}
+             for m, deps in GRAPH.items()}
+    state: dict[str, int] = {}
+
+    def visit(module, path):
+        state[module] = 1
+        for dep in sorted(graph[module]):
+            assert state.get(dep) != 1, f"import cycle: {' -> '.join(path + [dep])}"
+            if dep not in state:
+                visit(dep, path + [dep])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if "nn" in p.relative_to(PACKAGE).parts],
+                         ids=lambda p: p.name)
+def test_nn_imports_neither_scikit_learn_nor_the_estimators(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                 else [])
+        assert not any(n.split(".")[0] == "sklearn" for n in names), path
+    assert all(dep.startswith("skxclust.nn") for dep in GRAPH[module_name(path)]), path
+
+
+# Private attributes read on something other than self / cls / super(): each with why.
+ALLOWED_PRIVATE = {
+    "_version",  # torch.Tensor's version counter (cache invalidation)
+    "_meta",  # a dask array's meta block (sparse blocks are refused)
+    "_parameter_constraints",  # scikit-learn's class attribute, extended by subclasses
+}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_reaches_into_another_modules_private_names(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.level or
+                                                 (node.module or "").startswith("skxclust")):
+            private = [a.name for a in node.names
+                       if a.name.startswith("_") and not a.name.startswith("__")]
+            assert not private or node.module is None, (path, node.lineno, private)
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__") and node.attr not in ALLOWED_PRIVATE:
+            owner = node.value
+            # "recipe": the estimator's own unfitted clone (BaseTorchKMeans._fit_dask)
+            ok = (isinstance(owner, ast.Name) and owner.id in ("self", "cls", "recipe")) or \
+                (isinstance(owner, ast.Call) and getattr(owner.func, "id", "") == "super")
+            assert ok, f"{path.name}:{node.lineno} reads {ast.unparse(node)}"
+
+
+@pytest.mark.parametrize("name", ["_streaming.py", "_dask_fit.py"])
+def test_streaming_and_dask_fit_never_see_an_estimator(name):
+    tree = ast.parse((PACKAGE / name).read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+    assert not {"estimator", "self_estimator", "est"} & names
+    deps = GRAPH[f"skxclust.{name[:-3]}"]
+    assert not deps & {"skxclust._base", "skxclust._explainable", "skxclust._spatial"}
+
+
+@pytest.mark.parametrize("path", sorted([*PACKAGE.rglob("*.py"),
+                                         *(REPO / "benchmarks").glob("*.py")]),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_source_files_stay_under_500_lines(path):
+    assert len(path.read_text().splitlines()) <= 500
+
+
+# -- the geometry contract ------------------------------------------------------------------
+class ScaledGeometry(Geometry):
+    """A geometry written against the contract only: Euclidean distance after scaling
+    the features by ``scale``; one restart at a time, closed-form update."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def pairwise(self, X, centers):
+        return (((X[:, None, :] - centers[None]) * self.scale) ** 2).sum(-1)
+
+    def assign(self, X, centers):
+        distances, labels = self.pairwise(X, centers).min(dim=1)
+        return Assignment(labels, distances)
+
+    def partial_sums(self, X, centers, assignment, sample_weight):
+        sums = X.new_zeros(centers.shape).index_add_(0, assignment.labels,
+                                                     X * sample_weight[:, None])
+        weight = X.new_zeros(centers.shape[0]).index_add_(0, assignment.labels,
+                                                          sample_weight)
+        return sums, weight
+
+    @staticmethod
+    def centers_from_sums(sums, weight, centers):
+        return torch.where(weight[:, None] > 0, sums / weight.clamp_min(1e-300)[:, None],
+                           centers)
+
+    def update(self, X, centers, assignment, sample_weight):
+        sums, weight = self.partial_sums(X, centers, assignment, sample_weight)
+        return self.centers_from_sums(sums, weight, centers), weight
+
+
+def blobs(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    means = rng.normal(scale=5.0, size=(3, 4))
+    return (means[rng.integers(0, 3, n)] + rng.normal(size=(n, 4))).astype(np.float64)
+
+
+@pytest.mark.parametrize("geometry", [EuclideanGeometry, WarpGeometry])
+def test_both_geometries_implement_the_contract(geometry):
+    assert issubclass(geometry, Geometry)
+    for method in ("assign", "pairwise", "update", "partial_sums", "centers_from_sums"):
+        assert getattr(geometry, method) is not getattr(Geometry, method), method
+    assert WarpGeometry.least_squares_update and not EuclideanGeometry.least_squares_update
+
+
+def test_a_geometry_written_against_the_contract_runs_every_fit():
+    X = torch.from_numpy(blobs())
+    sw = torch.ones(X.shape[0], dtype=X.dtype)
+    scale = torch.tensor([1.0, 2.0, 0.5, 1.0], dtype=X.dtype)
+    geometry = ScaledGeometry(scale)
+    init = X[[0, 1, 2]].clone()
+    labels, inertia, centers, _ = lloyd(X, init, geometry, sw, max_iter=20, tol=0.0)
+    assert float(inertia) == pytest.approx(float(geometry.assign(X, centers).distances.sum()))
+    # one mini-batch step on all rows from the converged centroids keeps them
+    stepped, counts = mini_batch_step(geometry, X, centers, torch.zeros(3, dtype=torch.float64),
+                                      sw)
+    torch.testing.assert_close(stepped, centers)
+    np.testing.assert_array_equal(np.sort(counts.numpy()),
+                                  np.sort(np.bincount(labels.numpy(), minlength=3)))
+
+
+def test_fit_blockwise_takes_arrays_and_callables_not_an_estimator():
+    da = pytest.importorskip("dask.array")
+    X = blobs()
+    sw = np.ones(X.shape[0])
+    init = X[[0, 1, 2]]
+
+    def seeding(n_features, dtype):
+        return Seeding(lambda *args: None, init, [torch.Generator().manual_seed(0)])
+
+    def statistics(rows, labels, centers, geometry):
+        return {"rows": int(rows.shape[0])}
+
+    result = fit_blockwise(
+        da.from_array(X, chunks=40), sw, n_clusters=3, embed=lambda x: x,
+        make_geometry=EuclideanGeometry, seeding=seeding, statistics=statistics,
+        statistics_rows=None, device="cpu", max_iter=50, tol=0.0)
+    Xt = torch.from_numpy(X)
+    mean = Xt.mean(dim=0)
+    seeds = torch.from_numpy(init)[None] - mean
+    labels, _, centers, _ = best_restart(lloyd(Xt - mean, seeds, EuclideanGeometry(),
+                                               torch.from_numpy(sw), 50, 0.0))
+    np.testing.assert_array_equal(result.labels, labels.numpy())
+    np.testing.assert_allclose(result.centers, (centers + mean).numpy(), rtol=1e-12)
+    assert result.stats == {"rows": 120}  # summed over the 3 blocks
+
+
+@pytest.mark.parametrize("image_shape", [(3, 3), (0, 64), (8, 8, 1), (8.0, 8.0)])
+def test_image_shapes_are_resolved_in_one_place(image_shape):
+    pytest.importorskip("matplotlib")
+    from skxclust.plotting import plot_centroids
+
+    X = np.random.default_rng(0).random((10, 64))
+    with pytest.raises(ValueError, match="image_shape") as fit_error:
+        SpatialTransformerKMeans(2, image_shape=image_shape, n_steps=0).fit(X)
+    fitted = ExplainableKMeans(2, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="image_shape") as plot_error:
+        plot_centroids(fitted, image_shape=image_shape)
+    assert str(fit_error.value) == str(plot_error.value)
