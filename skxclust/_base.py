@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -44,6 +43,7 @@ from ._validation import (
     refuse_sparse,
     resolve_device,
     to_tensor,
+    warn_user,
 )
 from .nn.sparse import column_variance, is_sparse, take_rows
 
@@ -170,20 +170,20 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         n_init = self._resolved_n_init()
         if init_array is not None and n_init != 1:
             if self.n_init != "auto":
-                warnings.warn(
+                warn_user(
                     "Explicit initial center position passed: performing only one init in "
                     f"{type(self).__name__} instead of n_init={self.n_init}.",
-                    RuntimeWarning, stacklevel=4,
+                    RuntimeWarning,
                 )
             n_init = 1
         return n_init
 
     def _warn_distinct(self, n_distinct: int) -> None:
         if n_distinct < self.n_clusters:
-            warnings.warn(
+            warn_user(
                 f"Number of distinct clusters ({n_distinct}) found smaller than "
                 f"n_clusters ({self.n_clusters}). Possibly due to duplicate points in X.",
-                ConvergenceWarning, stacklevel=4,
+                ConvergenceWarning,
             )
 
     def _validate_init_array(self, n_features: int, dtype) -> np.ndarray | None:

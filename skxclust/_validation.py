@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -35,7 +37,24 @@ __all__ = [
     "resolve_device",
     "resolve_image_shape",
     "to_tensor",
+    "warn_user",
 ]
+
+
+_QUIET_PREFIXES = tuple(
+    os.path.dirname(module.__file__) + os.sep
+    for module in (sys.modules[__name__.rpartition(".")[0]], sys.modules["sklearn"])
+)
+
+
+def warn_user(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the caller's code: the first frame outside
+    skxclust and scikit-learn, however deep in a fit the warning arises (in-memory,
+    dask or streaming)."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_QUIET_PREFIXES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def check_n_samples(n_samples: int, n_clusters: int, context: str = "") -> None:

@@ -232,3 +232,19 @@ def test_image_shapes_are_resolved_in_one_place(image_shape):
     with pytest.raises(ValueError, match="image_shape") as plot_error:
         plot_centroids(fitted, image_shape=image_shape)
     assert str(fit_error.value) == str(plot_error.value)
+
+
+# -- one lifecycle: every way to fit behaves alike ------------------------------------------
+@pytest.mark.parametrize("container", ["numpy", "dask"])
+def test_fit_warnings_point_at_the_callers_line_however_deep_they_arise(container):
+    X = np.zeros((20, 3))
+    X[:10] = 1.0
+    if container == "dask":
+        X = pytest.importorskip("dask.array").from_array(X, chunks=10)
+    init = np.array([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
+    with pytest.warns(Warning) as record:
+        ExplainableKMeans(4, random_state=0).fit(X)
+        ExplainableKMeans(2, init=init, n_init=3).fit(X)
+    categories = {w.category.__name__ for w in record}
+    assert categories == {"ConvergenceWarning", "RuntimeWarning"}
+    assert {w.filename for w in record} == {__file__}
