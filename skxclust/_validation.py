@@ -7,6 +7,7 @@ refusal uses the same wording.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
@@ -51,7 +52,7 @@ def warn_user(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the caller's code: the first frame outside
     skxclust and scikit-learn, however deep in a fit the warning arises (in-memory,
     dask or streaming)."""
-    frame, level = sys._getframe(1), 2
+    frame, level = inspect.currentframe().f_back, 2
     while frame is not None and frame.f_code.co_filename.startswith(_QUIET_PREFIXES):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
