@@ -45,7 +45,9 @@ _BETA_SAMPLE = 512  # training rows used to resolve beta="auto"
 
 
 class WarpExplanationMixin:
-    """``decision_function``, ``explain`` and ``beta_`` for a warping k-means."""
+    """``decision_function``, ``explain`` and the fitted statistics (``beta_``,
+    ``noise_variance_``, ``image_shape_``) of a warping k-means; the warps come from the
+    geometry's public :meth:`~skxclust._warp_geometry.WarpGeometry.pair_warps`."""
 
     def _warped_evidence_chunks(self, Xt, centers, geometry):
         """Yield (slice, losses (B, K), warps (B, K, n_basis, D)) per chunk.
