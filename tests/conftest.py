@@ -5,6 +5,7 @@ import importlib.util
 import sys
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -51,6 +52,18 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(params=[0, 42])
+def global_random_seed(request):
+    """scikit-learn's seed fixture, for its tests ported in tests/test_sklearn_kmeans_*.py."""
+    return request.param
+
+
+@pytest.fixture(params=[np.float64, np.float32])
+def global_dtype(request):
+    """scikit-learn's dtype fixture, for its tests ported in tests/test_sklearn_kmeans_*.py."""
+    return request.param
 
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -16,7 +16,7 @@ KMEANS_XFAILS = {
 # scikit-learn 1.9.1's sparse-container check reads ``classifier_tags.multi_class`` of any
 # estimator that has predict_proba, which is None for a clusterer (AttributeError after a
 # successful sparse fit and predict). Sparse input itself is covered by
-# tests/test_sparse_input.py and tests/test_sklearn_kmeans.py.
+# tests/test_sparse_input.py and tests/test_sklearn_kmeans_*.py.
 SKLEARN_CHECK_BUGS = {
     name: "scikit-learn's check reads classifier_tags of a clusterer with predict_proba"
     for name in ("check_estimator_sparse_array", "check_estimator_sparse_matrix")

@@ -1,17 +1,11 @@
-"""Every malformed input is refused clearly by both estimators, and nothing is changed.
+"""The refused inputs and the fitted estimators shared by the input-validation tests.
 
-One case list (``CASES``) drives the tests and the table of refused inputs in
-``doc/user_guide/refused_inputs.rst``. For every (case, estimator, method) the tests assert
-the exception type, that the message names the problem (and, for parameters, the parameter
-and its value), that ``__dict__`` is deep-equal before and after the failed call, and that
-the arguments (X, sample_weight, target) were not modified.
-
-After changing a message or a case, rewrite the table with::
-
-    python tests/test_input_validation.py
-
-``partial_fit`` is run with the fitting methods, on a fitted estimator (a continuation
-step), except for chunks smaller than ``n_clusters``, which it accepts once seeded.
+One case list (``CASES``) drives the tests of ``tests/test_input_validation_refused.py`` and
+the table of refused inputs in ``doc/user_guide/refused_inputs.rst``; a ``Case`` is one
+refused input with the methods that must refuse it, the exception and the message. The
+estimators, the data ``X`` and ``fitted`` (fitted estimators, built once) are shared with
+``tests/test_input_validation_accepted.py``; ``assert_same`` is the deep comparison both use
+to check that nothing was changed.
 """
 
 from __future__ import annotations
@@ -19,18 +13,16 @@ from __future__ import annotations
 import copy
 import functools
 import re
-import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans
@@ -38,8 +30,6 @@ from skxclust import ExplainableKMeans, SpatialTransformerKMeans
 RNG = np.random.default_rng(0)
 X = RNG.random((8, 16))  # 8 samples, 4 x 4 images (or 16 features)
 COLUMNS = [f"p{i}" for i in range(16)]
-TABLE = Path(__file__).resolve().parents[1] / "doc" / "user_guide" / "refused_inputs.rst"
-BEGIN, END = ".. BEGIN GENERATED TABLE", ".. END GENERATED TABLE"
 
 ESTIMATORS = {
     "explainable": lambda **p: ExplainableKMeans(
@@ -382,286 +372,3 @@ def assert_same(a, b, where="value"):
         assert np.isnan(b), f"{where}: {a!r} != {b!r}"
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
-
-
-def call(est, method, data, kwargs):
-    return getattr(est, method)(data, **kwargs)
-
-
-def run_case(case: Case, estimator: str, method: str):
-    """Call ``method`` with the bad input on a copy of a fitted estimator; return
-    (estimator, state before, X, kwargs, copies of X and kwargs, raised exception info)."""
-    est = copy.deepcopy(fitted(estimator, case.fitted))
-    if case.params:
-        est.set_params(**case.params)
-    before = copy.deepcopy(est.__dict__)
-    data, kwargs = case.data(), case.kwargs()
-    data_copy, kwargs_copy = copy.deepcopy(data), copy.deepcopy(kwargs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(case.exc, match=case.match) as info:
-            call(est, method, data, kwargs)
-    return est, before, data, kwargs, data_copy, kwargs_copy, info
-
-
-def check_refusal(case: Case, estimator: str, method: str) -> None:
-    """The refusal of one (case, estimator, method): exception, message, nothing changed."""
-    est, before, data, kwargs, data_copy, kwargs_copy, info = run_case(case, estimator, method)
-    message = str(info.value)
-    for name in case.names:
-        assert name in message, f"{name!r} not named in: {message}"
-    assert_same(before, est.__dict__, "estimator.__dict__")
-    assert_same(data_copy, data, "X")
-    assert_same(kwargs_copy, kwargs, "arguments")
-
-
-PAIRS = [(case, estimator) for case in CASES for estimator in case.estimators]
-
-
-@pytest.mark.parametrize("case, estimator", [pytest.param(c, e, id=f"{c.id}-{e}")
-                                             for c, e in PAIRS])
-def test_bad_input_is_refused_clearly_and_changes_nothing(case, estimator):
-    # One test item per (case, estimator), every method inside it: pytest's per-item
-    # overhead would otherwise dominate. Failures of all methods are reported together.
-    failures = []
-    for method in case.methods:
-        if has_method(estimator, method):
-            try:
-                check_refusal(case, estimator, method)
-            except (AssertionError, pytest.fail.Exception) as exc:
-                failures.append(f"{method}: {exc}")
-    assert not failures, "\n".join(failures)
-
-
-@pytest.mark.parametrize("estimator", BOTH)
-@pytest.mark.parametrize("method", ["fit_predict", "fit_transform"])
-def test_fit_predict_and_fit_transform_refuse_bad_parameters_like_fit(method, estimator):
-    for case in PARAM_CASES:
-        if estimator in case.estimators:
-            est, before, *_ = run_case(case, estimator, method)
-            assert_same(before, est.__dict__, f"{case.id}: estimator.__dict__")
-
-
-FIT_DATA_CASES = [c for c in DATA_CASES + WEIGHT_CASES if "fit" in c.methods]
-
-
-@pytest.mark.parametrize(
-    "case, estimator",
-    [(c, e) for c in FIT_DATA_CASES for e in BOTH if e in c.estimators],
-    ids=[f"{c.id}-{e}" for c in FIT_DATA_CASES for e in BOTH if e in c.estimators],
-)
-def test_failed_fit_of_an_unfitted_estimator_leaves_no_attribute(case, estimator):
-    est = ESTIMATORS[estimator]()
-    before = copy.deepcopy(est.__dict__)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(case.exc, match=case.match):
-            est.fit(case.data(), **case.kwargs())
-    assert_same(before, est.__dict__, "estimator.__dict__")
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-@pytest.mark.parametrize("estimator", BOTH)
-def test_cuda_requested_without_cuda_is_refused_naming_the_device(estimator):
-    est = copy.deepcopy(fitted(estimator)).set_params(device="cuda")
-    before = copy.deepcopy(est.__dict__)
-    with pytest.raises(ValueError, match=r"device='cuda' was requested but CUDA is not"):
-        est.fit(X)
-    assert_same(before, est.__dict__, "estimator.__dict__")
-
-
-# -- accepted inputs: converted, never modified, dtype kept --------------------------------------
-def _memmap(tmp_path_factory):
-    path = tmp_path_factory.mktemp("memmap") / "x.npy"
-    np.save(path, X)
-    return np.load(path, mmap_mode="r")
-
-
-def _readonly():
-    out = X.copy()
-    out.setflags(write=False)
-    return out
-
-
-SAME_VALUES = {
-    "list": lambda tmp: X.tolist(),
-    "read-only": lambda tmp: _readonly(),
-    "memmap": _memmap,
-    "fortran-order": lambda tmp: np.asfortranarray(X),
-    "strided-view": lambda tmp: np.repeat(X, 2, axis=0)[::2],
-    "object-of-floats": lambda tmp: X.astype(object),
-    "torch-tensor": lambda tmp: torch.from_numpy(X.copy()),
-}
-
-
-def _outputs(est, method, data) -> tuple:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        if method == "fit":
-            refit = copy.deepcopy(est).fit(data)
-            return refit.cluster_centers_, refit.labels_, refit.inertia_
-        return (getattr(copy.deepcopy(est), method)(data),)
-
-
-@pytest.mark.parametrize("estimator", BOTH)
-@pytest.mark.parametrize("kind", list(SAME_VALUES))
-def test_array_likes_give_the_same_result_as_the_float64_array(estimator, kind,
-                                                               tmp_path_factory):
-    est = fitted(estimator)
-    data = SAME_VALUES[kind](tmp_path_factory)
-    snapshot = copy.deepcopy(data)
-    for method in ("fit",) + INFER:
-        if has_method(estimator, method):
-            for got, want in zip(_outputs(est, method, data), _outputs(est, method, X)):
-                np.testing.assert_array_equal(got, want, err_msg=f"{kind} {method}")
-    assert_same(snapshot, data, "X")
-
-
-@pytest.mark.parametrize("estimator", BOTH)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
-def test_output_dtype_is_float32_for_float32_input_and_float64_otherwise(estimator, dtype):
-    data = (X * 10).astype(dtype)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        est = ESTIMATORS[estimator]().fit(data)
-    want = np.float32 if dtype == np.float32 else np.float64
-    assert est.cluster_centers_.dtype == want
-    for method in ("transform", "decision_function", "predict_proba", "explain", "align"):
-        if has_method(estimator, method):
-            assert getattr(est, method)(data).dtype == want, method
-    assert est.predict(data).dtype == np.int64
-    assert isinstance(est.score(data), float)
-
-
-@pytest.mark.parametrize("estimator", BOTH)
-def test_dataframe_feature_names_are_recorded_and_plain_arrays_warn_like_sklearn(estimator):
-    est = fitted(estimator, "dataframe")
-    np.testing.assert_array_equal(est.feature_names_in_, COLUMNS)
-    with pytest.warns(UserWarning, match="X does not have valid feature names"):
-        labels = copy.deepcopy(est).predict(X)
-    np.testing.assert_array_equal(labels, copy.deepcopy(est).predict(_dataframe()))
-    with pytest.warns(UserWarning, match="X has feature names, but"):
-        copy.deepcopy(fitted(estimator)).predict(_dataframe())
-
-
-DEGENERATE = {
-    "constant": lambda: np.ones((8, 16)),
-    "zeros": lambda: np.zeros((8, 16)),
-    "two-distinct-rows-three-clusters": lambda: np.repeat(X[:2], 4, axis=0),
-}
-
-
-@pytest.mark.parametrize("estimator", BOTH)
-@pytest.mark.parametrize("kind", list(DEGENERATE))
-def test_fewer_distinct_points_than_clusters_warns_like_kmeans_and_stays_finite(estimator,
-                                                                                 kind):
-    data = DEGENERATE[kind]()
-    n_clusters = 3 if kind.startswith("two") else 2
-    with pytest.warns(ConvergenceWarning, match=r"Number of distinct clusters \(\d\) found "
-                      rf"smaller than n_clusters \({n_clusters}\)"):
-        est = ESTIMATORS[estimator](n_clusters=n_clusters).fit(data)
-    assert np.isfinite(est.inertia_) and np.all(np.isfinite(est.cluster_centers_))
-    for method in INFER:
-        if has_method(estimator, method):
-            assert np.all(np.isfinite(getattr(est, method)(data))), method
-
-
-@pytest.mark.parametrize("estimator", BOTH)
-@pytest.mark.parametrize("scale, dtype", [(1e150, np.float64), (1e-150, np.float64),
-                                          (1e15, np.float32), (1e-15, np.float32),
-                                          (1.0, np.float64)])
-def test_extreme_but_representable_scales_give_finite_results(estimator, scale, dtype):
-    data = (X * scale + 100 * scale).astype(dtype)  # offset ~100x the spread, as in sklearn
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        est = ESTIMATORS[estimator]().fit(data)
-    assert np.isfinite(est.inertia_) and np.all(np.isfinite(est.cluster_centers_))
-    for method in INFER:
-        if has_method(estimator, method):
-            assert np.all(np.isfinite(getattr(est, method)(data))), method
-
-
-@pytest.mark.parametrize("estimator", BOTH)
-def test_parameter_beta_inf_is_accepted_as_documented(estimator):
-    est = ESTIMATORS[estimator](beta=np.inf).fit(X)
-    assert est.beta_ == np.inf
-    f = est.decision_function(X).max(1)
-    np.testing.assert_allclose(est.explain(X).sum(1), f, rtol=1e-6, atol=1e-9 * np.abs(f).max())
-
-
-# -- the documentation table ---------------------------------------------------------------------
-def _message(case: Case) -> tuple[str, str, str]:
-    """(estimator, method, first line of the message) of the first combination of a case."""
-    estimator, method = next((e, m) for c, e, m in combinations() if c is case)
-    *_, info = run_case(case, estimator, method)
-    first = str(info.value).splitlines()[0].strip()
-    for name in CLASS_NAMES.values():
-        first = first.replace(name, "<Estimator>")
-    # scikit-learn prints sets of options in hash order: sort them for a stable table
-    first = re.sub(r"\{([^{}]*)\}", lambda m: "{" + ", ".join(sorted(m[1].split(", "))) + "}",
-                   first)
-    return estimator, method, first
-
-
-def _methods(case: Case) -> str:
-    if case.methods == ALL:
-        return "all"
-    if case.methods == INFER:
-        return "all inference"
-    if case.methods == FULL_FIT + INFER:
-        return "all but partial_fit"
-    if case.params:  # also run through fit_predict, fit_transform and partial_fit
-        return ", ".join(FIT)
-    return ", ".join(case.methods)
-
-
-def _estimators(case: Case) -> str:
-    return "both" if case.estimators == BOTH else CLASS_NAMES[case.estimators[0]]
-
-
-def _literal(text: str) -> str:
-    return "``" + text.replace("``", "` `") + "``" if text else ""
-
-
-def render_table() -> str:
-    """The RST list-table of every case, messages as actually raised."""
-    lines = [BEGIN, "", ".. list-table::", "   :header-rows: 1", "   :widths: 28 12 14 14 32",
-             "", "   * - Input", "     - Estimators", "     - Methods", "     - Exception",
-             "     - Message (first line)"]
-    for case in CASES:
-        _, _, message = _message(case)
-        exc = case.exc.__name__
-        if case.exc is InvalidParameterError:
-            exc += " (ValueError, TypeError)"
-        lines += [f"   * - {case.what}", f"     - {_estimators(case)}",
-                  f"     - {_methods(case)}", f"     - {exc}", f"     - {_literal(message)}"]
-    lines += ["", END]
-    return "\n".join(lines)
-
-
-def _table_in_doc() -> str:
-    text = TABLE.read_text()
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    return text[start:stop]
-
-
-def test_documentation_table_lists_every_case_with_the_message_raised():
-    rendered = render_table()
-    assert _table_in_doc() == rendered, (
-        "doc/user_guide/refused_inputs.rst is out of date: run "
-        "`python tests/test_input_validation.py` to rewrite its table"
-    )
-
-
-def test_case_ids_are_unique():
-    ids = [c.id for c in CASES]
-    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
-
-
-if __name__ == "__main__":  # rewrite the table in the documentation
-    text = TABLE.read_text()
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    TABLE.write_text(text[:start] + render_table() + text[stop:])
-    n_combos = sum(1 for _ in combinations())
-    print(f"{len(CASES)} refused inputs, {n_combos} (input, estimator, method) combinations",
-          file=sys.stderr)

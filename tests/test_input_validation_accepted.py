@@ -1,0 +1,149 @@
+"""Inputs that both estimators accept: converted, never modified, dtype kept.
+
+Array-likes (lists, read-only and memory-mapped arrays, other memory layouts, object
+arrays of floats, torch tensors) give the result of the float64 array; the output dtype
+follows the input's; DataFrame feature names are recorded as scikit-learn does; degenerate
+data (fewer distinct points than clusters) and extreme but representable scales give
+finite results; ``beta=inf`` is accepted as documented. The estimators and the data are
+those of ``tests/_input_validation_cases.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from _input_validation_cases import (
+    BOTH,
+    COLUMNS,
+    ESTIMATORS,
+    INFER,
+    X,
+    _dataframe,
+    assert_same,
+    fitted,
+    has_method,
+)
+from sklearn.exceptions import ConvergenceWarning
+
+
+# -- accepted inputs: converted, never modified, dtype kept --------------------------------------
+def _memmap(tmp_path_factory):
+    path = tmp_path_factory.mktemp("memmap") / "x.npy"
+    np.save(path, X)
+    return np.load(path, mmap_mode="r")
+
+
+def _readonly():
+    out = X.copy()
+    out.setflags(write=False)
+    return out
+
+
+SAME_VALUES = {
+    "list": lambda tmp: X.tolist(),
+    "read-only": lambda tmp: _readonly(),
+    "memmap": _memmap,
+    "fortran-order": lambda tmp: np.asfortranarray(X),
+    "strided-view": lambda tmp: np.repeat(X, 2, axis=0)[::2],
+    "object-of-floats": lambda tmp: X.astype(object),
+    "torch-tensor": lambda tmp: torch.from_numpy(X.copy()),
+}
+
+
+def _outputs(est, method, data) -> tuple:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if method == "fit":
+            refit = copy.deepcopy(est).fit(data)
+            return refit.cluster_centers_, refit.labels_, refit.inertia_
+        return (getattr(copy.deepcopy(est), method)(data),)
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+@pytest.mark.parametrize("kind", list(SAME_VALUES))
+def test_array_likes_give_the_same_result_as_the_float64_array(estimator, kind,
+                                                               tmp_path_factory):
+    est = fitted(estimator)
+    data = SAME_VALUES[kind](tmp_path_factory)
+    snapshot = copy.deepcopy(data)
+    for method in ("fit",) + INFER:
+        if has_method(estimator, method):
+            for got, want in zip(_outputs(est, method, data), _outputs(est, method, X)):
+                np.testing.assert_array_equal(got, want, err_msg=f"{kind} {method}")
+    assert_same(snapshot, data, "X")
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
+def test_output_dtype_is_float32_for_float32_input_and_float64_otherwise(estimator, dtype):
+    data = (X * 10).astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = ESTIMATORS[estimator]().fit(data)
+    want = np.float32 if dtype == np.float32 else np.float64
+    assert est.cluster_centers_.dtype == want
+    for method in ("transform", "decision_function", "predict_proba", "explain", "align"):
+        if has_method(estimator, method):
+            assert getattr(est, method)(data).dtype == want, method
+    assert est.predict(data).dtype == np.int64
+    assert isinstance(est.score(data), float)
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+def test_dataframe_feature_names_are_recorded_and_plain_arrays_warn_like_sklearn(estimator):
+    est = fitted(estimator, "dataframe")
+    np.testing.assert_array_equal(est.feature_names_in_, COLUMNS)
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        labels = copy.deepcopy(est).predict(X)
+    np.testing.assert_array_equal(labels, copy.deepcopy(est).predict(_dataframe()))
+    with pytest.warns(UserWarning, match="X has feature names, but"):
+        copy.deepcopy(fitted(estimator)).predict(_dataframe())
+
+
+DEGENERATE = {
+    "constant": lambda: np.ones((8, 16)),
+    "zeros": lambda: np.zeros((8, 16)),
+    "two-distinct-rows-three-clusters": lambda: np.repeat(X[:2], 4, axis=0),
+}
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+@pytest.mark.parametrize("kind", list(DEGENERATE))
+def test_fewer_distinct_points_than_clusters_warns_like_kmeans_and_stays_finite(estimator,
+                                                                                 kind):
+    data = DEGENERATE[kind]()
+    n_clusters = 3 if kind.startswith("two") else 2
+    with pytest.warns(ConvergenceWarning, match=r"Number of distinct clusters \(\d\) found "
+                      rf"smaller than n_clusters \({n_clusters}\)"):
+        est = ESTIMATORS[estimator](n_clusters=n_clusters).fit(data)
+    assert np.isfinite(est.inertia_) and np.all(np.isfinite(est.cluster_centers_))
+    for method in INFER:
+        if has_method(estimator, method):
+            assert np.all(np.isfinite(getattr(est, method)(data))), method
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+@pytest.mark.parametrize("scale, dtype", [(1e150, np.float64), (1e-150, np.float64),
+                                          (1e15, np.float32), (1e-15, np.float32),
+                                          (1.0, np.float64)])
+def test_extreme_but_representable_scales_give_finite_results(estimator, scale, dtype):
+    data = (X * scale + 100 * scale).astype(dtype)  # offset ~100x the spread, as in sklearn
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = ESTIMATORS[estimator]().fit(data)
+    assert np.isfinite(est.inertia_) and np.all(np.isfinite(est.cluster_centers_))
+    for method in INFER:
+        if has_method(estimator, method):
+            assert np.all(np.isfinite(getattr(est, method)(data))), method
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+def test_parameter_beta_inf_is_accepted_as_documented(estimator):
+    est = ESTIMATORS[estimator](beta=np.inf).fit(X)
+    assert est.beta_ == np.inf
+    f = est.decision_function(X).max(1)
+    np.testing.assert_allclose(est.explain(X).sum(1), f, rtol=1e-6, atol=1e-9 * np.abs(f).max())
