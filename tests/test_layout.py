@@ -126,7 +126,8 @@ def test_streaming_and_dask_fit_never_see_an_estimator(name):
 
 
 @pytest.mark.parametrize("path", sorted([*PACKAGE.rglob("*.py"),
-                                         *(REPO / "benchmarks").glob("*.py")]),
+                                         *(REPO / "benchmarks").glob("*.py"),
+                                         *(REPO / "tests").glob("*.py")]),
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_source_files_stay_under_500_lines(path):
     assert len(path.read_text().splitlines()) <= 500
