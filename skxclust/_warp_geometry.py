@@ -23,7 +23,7 @@ from ._lloyd import (
 )
 from ._progress import track
 from ._threads import torch_threads
-from .nn.align import (
+from .nn.centroid_update import (
     adjoint_sums,
     covered,
     normal_sums,

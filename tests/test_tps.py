@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from skxclust.nn.align import solve_centroids
+from skxclust.nn.centroid_update import solve_centroids
 from skxclust.nn.tps import (
     affine_basis,
     control_points,

@@ -238,7 +238,8 @@ def fit_warps(
     A blob shifted by a tenth of the image is matched by a warp:
 
     >>> import torch
-    >>> from skxclust.nn import make_warp_model, pixel_grid
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.tps import pixel_grid
     >>> p = pixel_grid((12, 12), 2, torch.float64)
     >>> def blob(cx): return torch.exp(-((p - torch.tensor([cx, 0.0])) ** 2).sum(1) / 0.1)
     >>> model = make_warp_model((12, 12), 9, "tps", torch.float64)
