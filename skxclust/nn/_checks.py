@@ -37,6 +37,10 @@ def _matches(shape: tuple, head: tuple, tail: tuple | None, sizes: dict) -> bool
             return False
         pairs = zip(head + tail, shape[:len(head)] + shape[len(shape) - len(tail):])
     for label, size in pairs:
+        if label.isdigit():  # a literal size, e.g. "(N, 1)"
+            if int(label) != size:
+                return False
+            continue
         want = sizes.get(label)
         if want is not None and (want[0] if isinstance(want, tuple) else want) != size:
             return False

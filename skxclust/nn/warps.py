@@ -84,6 +84,16 @@ class WarpModel:
         Parameters of the affine warps: ``params = affine_rows @ a`` for affine
         coefficients ``a`` (``(D + 1) x D``); None for ``"affine"``, where every warp is
         affine.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> model = make_warp_model((1, 6), n_landmarks=4, transform="affine+tps")
+    >>> model.n_basis, model.ndim, model.n_params  # 2 affine rows + 2 knots, one axis
+    (4, 1, 4)
+    >>> tuple(model.penalty_gram(bending_weight=1.0, affine_weight=0.1).shape)
+    (4, 4)
     """
 
     def __init__(self, shape, transform, points, basis, landmark_basis, centers):
@@ -269,8 +279,9 @@ def warp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) ->
     >>> warp_images(torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0]]), model, params).tolist()
     [[[1.0, 2.0, 3.0, 4.0, 0.0]]]
     """
-    _check_warp_args(model, images, params, images_dims="(K, P)",
-                     params_dims="(K, B, n_basis, D)", K=(images.shape[0], "images.shape[0]"))
+    _check_warp_args(model, images, images_dims="(K, P)")
+    _check_warp_args(model, params=params, params_dims="(K, B, n_basis, D)",
+                     K=(images.shape[0], "images.shape[0]"))
     n_clusters, n_warps = params.shape[:2]
     flat = params.reshape(n_clusters * n_warps, model.n_params)
     return warp_batch(images.reshape(n_clusters, 1, *model.shape), model, flat)[0]
@@ -321,7 +332,8 @@ def warp_adjoint(
     ([[2.0, 3.0, 4.0, 5.0]], [[2.0, 2.0, 2.0, 2.0]])
     """
     rows = (values.shape[0], "values.shape[0]")
-    _check_warp_args(model, values, params, images_name="values", B=rows)
+    _check_warp_args(model, values, images_name="values")
+    _check_warp_args(model, params=params, B=rows)
     check_shape(labels, "labels", "(B,)", B=rows)
     if weights is not None:
         check_shape(weights, "weights", "(B,)", B=rows)
@@ -467,7 +479,8 @@ def unwarp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) 
     >>> unwarp_images(x, model, params).tolist()
     [[0.0, 1.0, 2.0, 1.0, 0.0]]
     """
-    _check_warp_args(model, images, params, B=(images.shape[0], "images.shape[0]"))
+    _check_warp_args(model, images)
+    _check_warp_args(model, params=params, B=(images.shape[0], "images.shape[0]"))
     n = images.shape[0]
     height, width = model.shape
     inverse = invert_warps(model, params.to(images.dtype))
