@@ -127,7 +127,7 @@ def lrp_backward(
     >>> import torch
     >>> from torch import nn
     >>> from skxclust.nn import GammaRule, lrp_backward
-    >>> torch.manual_seed(0) and None
+    >>> _ = torch.manual_seed(0)
     >>> net = nn.Sequential(nn.Linear(4, 6, bias=False), nn.ReLU(),
     ...                     nn.Linear(6, 2, bias=False)).double()
     >>> x = torch.rand(3, 4, dtype=torch.float64)
