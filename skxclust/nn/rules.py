@@ -89,7 +89,10 @@ def _check_epsilon(epsilon) -> float:
 
 
 class EpsilonRule:
-    """LRP-epsilon: ``R_in = a * grad_a(z . s)``, ``s = R_out / (z + epsilon * sign(z))``.
+    """LRP-epsilon: each input's share of the layer's output, stabilised by ``epsilon``.
+
+    ``R_in = a * grad_a(z @ s)`` with ``s = R_out / (z + epsilon * sign(z))``, ``z`` the
+    output of the layer.
 
     Parameters
     ----------
