@@ -62,13 +62,10 @@ from benchmarks._common import (  # noqa: E402
 )
 from skxclust import SpatialTransformerKMeans  # noqa: E402
 from skxclust.metrics import clustering_accuracy  # noqa: E402
-from skxclust.nn import (  # noqa: E402
-    control_points,
-    fit_warps,
-    make_warp_model,
-    warp_energy,
-    warp_grids,
-)
+from skxclust.nn import fit_warps, make_warp_model  # noqa: E402
+from skxclust.nn.tps import control_points  # noqa: E402
+from skxclust.nn.warp_solver import warp_energy  # noqa: E402
+from skxclust.nn.warps import warp_grids  # noqa: E402
 
 NAME = "st_speed"
 TARGETS = {"alignment_speedup": 100.0, "fit_seconds": 240.0, "memory_ratio": 1.3}

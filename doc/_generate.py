@@ -22,7 +22,9 @@ API_MODULES = [
      "The scikit-learn estimators, and relevance through whole pipelines."),
     ("Neural-network layers and relevance rules", "skxclust.nn",
      "Pure torch (no scikit-learn import): the neuralized k-means layers, the NEON rules "
-     "that explain them, and LRP through feature extractors."),
+     "that explain them, LRP through feature extractors with its rules as objects, and the "
+     "warps of ST K-means. The building blocks behind them stay in the submodules named in "
+     "the package docstring (e.g. ``skxclust.nn.tps``, ``skxclust.nn.centroid_update``)."),
     ("Metrics", "skxclust.metrics", "Clustering accuracy and scorers."),
     ("Plotting", "skxclust.plotting",
      "Figures of centroids and relevance maps (needs matplotlib)."),

@@ -6,7 +6,7 @@ current centroids and reduced to the geometry's partial sums, the weight of ever
 the inertia, the number of changed labels and the rows farthest from their centroid (for
 relocating empty clusters). The client forms the next centroids with the geometry's own
 update: ``centers_from_sums`` for plain k-means; for ST K-means the conjugate-gradient
-solve of :func:`skxclust.nn.align.solve_normal_equations`, whose normal operator
+solve of :func:`skxclust.nn.centroid_update.solve_normal_equations`, whose normal operator
 ``sum_i S_i^T S_i p`` is one more blockwise pass over the kept warps per CG step. Labels
 and ST warps stay on the workers between passes (``dask.persist``); only O(K * D)
 statistics, the seeding sample and the final labels reach the client. The iterations,

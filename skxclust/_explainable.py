@@ -304,11 +304,15 @@ class ExplainableKMeans(BaseTorchKMeans):
             relevance first) instead of the full ``(n_samples, n_features)`` map: for wide
             inputs such as a TF-IDF vocabulary, memory is then ``O(n_samples * top_k)``.
             Not for dask arrays.
-        rule : {"epsilon", "zplus"}, default="epsilon"
+        rule : {"epsilon", "zplus"} or rule object, default="epsilon"
             Only with a ``feature_extractor``: LRP rule for its Linear/Conv layers after
-            the first (which always uses epsilon). "zplus" suits ReLU networks.
+            the first (which always uses epsilon). "zplus" suits ReLU networks. A rule
+            object is accepted too, e.g. ``skxclust.nn.GammaRule(0.25)`` or your own
+            object with a ``propagate(layer, a, relevance)`` method (see
+            :mod:`skxclust.nn.rules`).
         epsilon : float, default=1e-9
-            Only with a ``feature_extractor``: stabiliser of the epsilon rule.
+            Only with a ``feature_extractor``: stabiliser of the epsilon rule (of the first
+            layer, and of the rule given by name).
 
         Returns
         -------

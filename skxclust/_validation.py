@@ -19,6 +19,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.utils import assert_all_finite, check_random_state
 
+from .nn.rules import resolve_rule
 from .nn.sparse import is_sparse, value_extremes
 
 __all__ = [
@@ -369,9 +370,12 @@ def check_init_array(init, n_clusters: int, n_features: int, dtype) -> np.ndarra
 
 
 def check_lrp_options(rule, epsilon) -> None:
-    """Validate the ``rule`` and ``epsilon`` arguments of an LRP backward pass."""
-    if not isinstance(rule, str) or rule not in ("epsilon", "zplus"):
-        raise ValueError(f"rule must be 'epsilon' or 'zplus', got {rule!r}.")
+    """Validate the ``rule`` and ``epsilon`` arguments of an LRP backward pass.
+
+    ``rule`` is checked by :func:`skxclust.nn.rules.resolve_rule`, the one place that knows
+    the rule names: a name or an object with a ``propagate`` method.
+    """
+    resolve_rule(rule)
     if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(f"epsilon must be a non-negative number, got {epsilon!r}.")
     if not (math.isfinite(epsilon) and epsilon >= 0):

@@ -19,7 +19,7 @@ from ._lloyd import best_restart, lloyd
 from ._progress import track
 from ._seeding import kmeans_plusplus_restarts
 from ._threads import torch_threads
-from .nn.align import (
+from .nn.centroid_update import (
     adjoint_sums,
     covered,
     normal_sums,

@@ -13,7 +13,6 @@ from skxclust.nn import (
     PairwiseSquaredDistance,
     SoftKMeans,
     cluster_evidence,
-    competitor_index,
     midpoint_basis,
     neon_relevance,
     neuralize,
@@ -21,6 +20,7 @@ from skxclust.nn import (
     softmin_redistribution,
     squared_distances,
 )
+from skxclust.nn.neuralized import competitor_index
 
 GEN = torch.Generator().manual_seed(0)
 CENTERS = torch.randn(4, 5, generator=GEN, dtype=torch.float64)

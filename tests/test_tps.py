@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from skxclust.nn.align import solve_centroids
+from skxclust.nn.centroid_update import solve_centroids
 from skxclust.nn.tps import (
     affine_basis,
     control_points,
@@ -200,11 +200,17 @@ def test_unwarping_a_warped_image_gives_the_original_back():
     assert float(((back - image) ** 2).sum()) < 0.1 * float(((warped - image) ** 2).sum())
 
 
-@pytest.mark.parametrize("module", ["tps.py", "warps.py", "warp_solver.py", "align.py"])
-def test_nn_warp_modules_do_not_import_sklearn(module):
-    path = pathlib.Path(__file__).parents[1] / "skxclust" / "nn" / module
-    tree = ast.parse(path.read_text())
+NN_DIR = pathlib.Path(__file__).parents[1] / "skxclust" / "nn"
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in NN_DIR.glob("*.py")))
+def test_nn_modules_import_neither_sklearn_nor_skxclust_outside_nn(module):
+    tree = ast.parse((NN_DIR / module).read_text())
     names = [a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
              for a in node.names]
     names += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     assert not any(n.split(".")[0] == "sklearn" for n in names)
+    assert not any(node.level > 1 for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom))  # no "from .." out of nn
+    assert all(n == "skxclust.nn" or n.startswith("skxclust.nn.") for n in names
+               if n.split(".")[0] == "skxclust")

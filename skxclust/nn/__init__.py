@@ -1,22 +1,32 @@
 """Pure-torch building blocks of skxclust (no scikit-learn import).
 
-Layers (:mod:`skxclust.nn.neuralized`) and the relevance rules that explain them
-(:mod:`skxclust.nn.lrp`) are usable on their own, e.g. with zennit or captum.
-Thin-plate-spline and affine warps (:mod:`skxclust.nn.tps`, :mod:`skxclust.nn.warps`), the
-regularised warp fit of ST K-means for all (sample, centroid) pairs at once
-(:mod:`skxclust.nn.warp_solver`, Levenberg–Marquardt) and its centroid update for fixed warps
-(:mod:`skxclust.nn.align`) likewise.
+The package exports what a user composes with: the k-means layers and their explanation,
+and the few warp functions that align images on their own. Everything else stays importable
+from the submodule that holds it:
+
+- :mod:`skxclust.nn.neuralized`: distance, neuralized and soft-assignment layers
+  (``competitor_index`` and the rest of the layer algebra).
+- :mod:`skxclust.nn.lrp`: the NEON relevance rules (``root_point_relevance`` for a
+  neuralized layer behind an affine map, ``auto_beta``).
+- :mod:`skxclust.nn.propagation` and :mod:`skxclust.nn.rules`: LRP through a feature
+  extractor and its rules as objects (write your own with one ``propagate`` method).
+- :mod:`skxclust.nn.canonizers`: the zennit-style canonizer.
+- :mod:`skxclust.nn.tps`: thin-plate-spline and affine bases (``tps_kernel_matrix``,
+  ``tps_system_matrix``, ``control_points``, ``pixel_grid``, ``warp_basis``, ...).
+- :mod:`skxclust.nn.warps`: warp families and the resampling operators of ST K-means
+  (``warp_grids``, ``warp_adjoint``, ``warp_normal``, ``invert_warps``).
+- :mod:`skxclust.nn.warp_solver`: the regularised warp fit of every (sample, centroid) pair
+  (Levenberg–Marquardt; ``warp_energy``, ``warp_log_volume``).
+- :mod:`skxclust.nn.centroid_update`: the ST K-means centroid update for fixed warps
+  (``solve_centroids`` and its blockwise pieces).
+- :mod:`skxclust.nn.sparse`: dense / sparse CSR row helpers.
+
+Every exported function checks the shapes of its tensor arguments and names the expected
+shape when one does not fit.
 """
 
-from .align import solve_centroids
 from .canonizers import NeuralizingCanonizer
-from .lrp import (
-    midpoint_basis,
-    midpoint_relevance,
-    neon_relevance,
-    root_point_relevance,
-    softmin_redistribution,
-)
+from .lrp import midpoint_basis, midpoint_relevance, neon_relevance, softmin_redistribution
 from .neuralized import (
     LogMeanExpPool,
     MinPool,
@@ -24,37 +34,17 @@ from .neuralized import (
     PairwiseSquaredDistance,
     SoftKMeans,
     cluster_evidence,
-    competitor_index,
     neuralize,
     neuralized_head,
     squared_distances,
 )
-from .propagation import lrp_backward, supported_layers
-from .tps import (
-    affine_basis,
-    control_points,
-    pixel_grid,
-    tps_bending_energy_matrix,
-    tps_interpolation_matrix,
-    tps_kernel_matrix,
-    tps_penalty_matrices,
-    tps_system_matrix,
-    warp_basis,
-    warp_grid,
-)
-from .warp_solver import fit_warps, warp_energy, warp_log_volume
-from .warps import (
-    WarpModel,
-    invert_warps,
-    make_warp_model,
-    unwarp_images,
-    warp_adjoint,
-    warp_grids,
-    warp_images,
-    warp_normal,
-)
+from .propagation import lrp_backward
+from .rules import EpsilonRule, GammaRule, ZPlusRule
+from .warp_solver import fit_warps
+from .warps import WarpModel, make_warp_model, unwarp_images, warp_images
 
 __all__ = [
+    # k-means as layers
     "LogMeanExpPool",
     "MinPool",
     "NeuralizedKMeans",
@@ -62,38 +52,22 @@ __all__ = [
     "PairwiseSquaredDistance",
     "SoftKMeans",
     "cluster_evidence",
-    "competitor_index",
+    "neuralize",
+    "neuralized_head",
+    "squared_distances",
+    # relevance: NEON for the k-means layers, LRP through a feature extractor
+    "EpsilonRule",
+    "GammaRule",
+    "ZPlusRule",
+    "lrp_backward",
     "midpoint_basis",
     "midpoint_relevance",
     "neon_relevance",
-    "neuralize",
-    "neuralized_head",
-    "lrp_backward",
-    "root_point_relevance",
-    "supported_layers",
     "softmin_redistribution",
-    "squared_distances",
-    # spatial transformers (ST K-means)
+    # warps (ST K-means): align images on their own
     "WarpModel",
-    "affine_basis",
-    "control_points",
     "fit_warps",
-    "invert_warps",
     "make_warp_model",
-    "pixel_grid",
-    "solve_centroids",
-    "tps_bending_energy_matrix",
-    "tps_interpolation_matrix",
-    "tps_kernel_matrix",
-    "tps_penalty_matrices",
-    "tps_system_matrix",
     "unwarp_images",
-    "warp_adjoint",
-    "warp_basis",
-    "warp_energy",
-    "warp_grid",
-    "warp_grids",
     "warp_images",
-    "warp_log_volume",
-    "warp_normal",
 ]

@@ -24,6 +24,8 @@ import math
 
 import torch
 
+from ._checks import check_shape
+
 __all__ = [
     "midpoint_basis",
     "softmin_redistribution",
@@ -46,7 +48,15 @@ def auto_beta(evidence: torch.Tensor) -> float:
     -------
     float
         ``inf`` (hard min) when the mean is not positive; 0 when it is infinite.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.lrp import auto_beta
+    >>> auto_beta(torch.tensor([1.0, 3.0]))
+    0.5
     """
+    check_shape(evidence, "evidence", "(N,)", "(N, 1)")
     mean_f = float(evidence.mean())
     return 1.0 / mean_f if mean_f > 0 else float("inf")
 
@@ -79,7 +89,18 @@ def softmin_redistribution(
         ``R_k`` per competitor, 0 in the target column; rows sum to ``f``.
     f : Tensor of shape (B,)
         ``min_{k != c} h_ck``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import softmin_redistribution
+    >>> h = torch.tensor([[0.0, 1.0, 3.0]])  # target 0: its competitors at 1 and 3
+    >>> R, f = softmin_redistribution(h, torch.tensor([0]), beta=float("inf"))
+    >>> R.tolist(), f.tolist()
+    ([[0.0, 1.0, 0.0]], [1.0])
     """
+    check_shape(h, "h", "(B, K)")
+    check_shape(target, "target", "(B,)", B=(h.shape[0], "h.shape[0]"))
     column = target[:, None]
     h_comp = h.scatter(1, column, math.inf)
     f = h_comp.amin(dim=1)
@@ -99,7 +120,23 @@ def midpoint_basis(centers: torch.Tensor) -> torch.Tensor:
     For shared centroids of shape (K, D). Compute it once and pass it to
     :func:`neon_relevance` (``basis=``) when explaining many blocks of rows with the same
     centroids.
+
+    Parameters
+    ----------
+    centers : Tensor of shape (K, D)
+
+    Returns
+    -------
+    Tensor of shape (K, 2D)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import midpoint_basis
+    >>> midpoint_basis(torch.tensor([[1.0, 2.0]])).tolist()
+    [[2.0, 4.0, -1.0, -4.0]]
     """
+    check_shape(centers, "centers", "(K, D)")
     return torch.cat([2.0 * centers, -(centers * centers)], dim=1)
 
 
@@ -143,6 +180,22 @@ def _nearest_cluster_coefficients(g: torch.Tensor, beta: float, eps: float):
     a = relevance.div_(torch.maximum(h, floor))  # R_k / h_ck
     coef = torch.neg(a).scatter_add_(1, column, a.sum(dim=1, keepdim=True))
     return coef, f[:, 0]
+
+
+def _check_relevance_args(x, centers, out, basis, workspace) -> None:
+    """Shapes of the arguments that :func:`neon_relevance` and :func:`midpoint_relevance`
+    share."""
+    check_shape(x, "x", "(B, D)")
+    rows, width = (x.shape[0], "x.shape[0]"), (x.shape[1], "x.shape[1]")
+    check_shape(centers, "centers", "(K, D)", "(B, K, D)", B=rows, D=width)
+    if out is not None:
+        check_shape(out, "out", "(B, D)", B=rows, D=width)
+    double = (2 * x.shape[1], "2 * x.shape[1]")
+    if basis is not None:
+        check_shape(basis, "basis", "(K, 2D)", K=(centers.shape[-2], "centers.shape[-2]"),
+                    **{"2D": double})
+    if workspace is not None:
+        check_shape(workspace, "workspace", "(B, 2D)", B=rows, **{"2D": double})
 
 
 def midpoint_relevance(
@@ -191,7 +244,29 @@ def midpoint_relevance(
     -------
     Tensor of shape (B, D)
         Relevance per input feature; rows sum to ``competitor_relevance.sum(1)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import midpoint_relevance, softmin_redistribution
+    >>> centers = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 3.0]], dtype=torch.float64)
+    >>> x = torch.tensor([[0.5, 0.2]], dtype=torch.float64)
+    >>> g = 2 * x @ centers.T - (centers ** 2).sum(1)  # ||x||^2 - d_k
+    >>> target = torch.tensor([0])
+    >>> h = g[:, :1] - g
+    >>> R_comp, f = softmin_redistribution(h, target, beta=1.0)
+    >>> R = midpoint_relevance(x, centers, target, h, R_comp)
+    >>> bool(torch.isclose(R.sum(), f[0]))
+    True
     """
+    _check_relevance_args(x, centers, out, basis, workspace)
+    n_rows, n_clusters = x.shape[0], centers.shape[-2]
+    check_shape(target, "target", "(B,)", B=(n_rows, "x.shape[0]"))
+    for name, value in (("h", h), ("competitor_relevance", competitor_relevance),
+                        ("offset", offset)):
+        if value is not None:
+            check_shape(value, name, "(B, K)", B=(n_rows, "x.shape[0]"),
+                        K=(n_clusters, "centers.shape[-2]"))
     column = target[:, None]
     a = _relevance_per_unit_h(competitor_relevance, h, eps).scatter_(1, column, 0.0)
     a_sum = a.sum(dim=1, keepdim=True)
@@ -273,6 +348,12 @@ def neon_relevance(
     >>> bool(torch.isclose(R.sum(), f[0]))
     True
     """
+    _check_relevance_args(x, centers, out, basis, workspace)
+    if target is not None:
+        check_shape(target, "target", "(B,)", B=(x.shape[0], "x.shape[0]"))
+    if offset is not None:
+        check_shape(offset, "offset", "(B, K)", B=(x.shape[0], "x.shape[0]"),
+                    K=(centers.shape[-2], "centers.shape[-2]"))
     # h_ck = 2 x.(mu_c - mu_k) - (||mu_c||^2 - ||mu_k||^2): the linear form itself, so
     # that the midpoint rule conserves to rounding (no ||x||^2 cancellation).
     if centers.dim() == 2:
@@ -331,7 +412,31 @@ def root_point_relevance(
     relevance : Tensor of shape (B, D)
     f : Tensor of shape (B,)
         ``min_k h_ck(x)`` for the target.
+
+    Examples
+    --------
+    With the weights and midpoints of k-means this is the midpoint rule:
+
+    >>> import torch
+    >>> from skxclust.nn import neon_relevance, neuralize
+    >>> from skxclust.nn.lrp import root_point_relevance
+    >>> from skxclust.nn.neuralized import competitor_index
+    >>> centers = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 3.0]], dtype=torch.float64)
+    >>> weight, bias = neuralize(centers)
+    >>> root = (centers[:, None, :] + centers[competitor_index(3)]) / 2
+    >>> x, target = torch.tensor([[0.5, 0.2]], dtype=torch.float64), torch.tensor([0])
+    >>> R, f = root_point_relevance(x, weight, bias, root, target, beta=1.0)
+    >>> torch.allclose(R, neon_relevance(x, centers, target, beta=1.0)[0])
+    True
     """
+    check_shape(x, "x", "(B, D)")
+    check_shape(weight, "weight", "(K, K-1, D)", D=(x.shape[1], "x.shape[1]"))
+    n_clusters = (weight.shape[0], "weight.shape[0]")
+    competitors = {"K-1": (weight.shape[1], "weight.shape[1]")}
+    check_shape(bias, "bias", "(K, K-1)", K=n_clusters, **competitors)
+    check_shape(root, "root", "(K, K-1, D)", K=n_clusters, D=(x.shape[1], "x.shape[1]"),
+                **competitors)
+    check_shape(target, "target", "(B,)", B=(x.shape[0], "x.shape[0]"))
     relevance = torch.empty_like(x)
     f_out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
     for c in torch.unique(target).tolist():

@@ -25,6 +25,7 @@ import math
 import torch
 from torch import nn
 
+from ._checks import check_shape
 from .sparse import is_sparse, row_norms
 
 __all__ = [
@@ -68,6 +69,8 @@ def squared_distances(x: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
     >>> squared_distances(mu, mu).diagonal().tolist()
     [0.0, 0.0]
     """
+    check_shape(x, "x", "(N, D)")
+    check_shape(centers, "centers", "(K, D)", D=(x.shape[1], "x.shape[1]"))
     if is_sparse(x):
         x_sq = row_norms(x)[:, None]
     else:
@@ -90,6 +93,12 @@ def competitor_index(n_clusters: int, device=None) -> torch.Tensor:
     -------
     LongTensor of shape (K, K-1)
         Row ``c`` lists ``[0, ..., c-1, c+1, ..., K-1]``.
+
+    Examples
+    --------
+    >>> from skxclust.nn.neuralized import competitor_index
+    >>> competitor_index(3).tolist()
+    [[1, 2], [0, 2], [0, 1]]
     """
     idx = torch.arange(n_clusters, device=device)
     full = idx.repeat(n_clusters, 1)
@@ -111,7 +120,18 @@ def neuralize(centers: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         ``w_ck = 2 (mu_c - mu_k)`` for the competitors k of c (see :func:`competitor_index`).
     bias : Tensor of shape (K, K-1)
         ``b_ck = ||mu_k||^2 - ||mu_c||^2``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import neuralize
+    >>> weight, bias = neuralize(torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 3.0]]))
+    >>> tuple(weight.shape), tuple(bias.shape)
+    ((3, 2, 2), (3, 2))
+    >>> weight[0, 0].tolist(), bias[0].tolist()  # cluster 0 against cluster 1
+    ([-4.0, 0.0], [4.0, 9.0])
     """
+    check_shape(centers, "centers", "(K, D)")
     n_clusters = centers.shape[0]
     if n_clusters < 2:
         raise ValueError(f"neuralization needs at least 2 clusters, got {n_clusters}.")
@@ -138,7 +158,15 @@ def cluster_evidence(distances: torch.Tensor) -> torch.Tensor:
     -------
     Tensor of shape (N, K)
         Cluster evidence; ``+inf`` everywhere when K == 1 (no competitor).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import cluster_evidence
+    >>> cluster_evidence(torch.tensor([[1.0, 4.0, 6.0]])).tolist()
+    [[3.0, -3.0, -5.0]]
     """
+    check_shape(distances, "distances", "(N, K)")
     n_clusters = distances.shape[1]
     if n_clusters == 1:
         return torch.full_like(distances, math.inf)
@@ -159,13 +187,23 @@ class PairwiseSquaredDistance(nn.Module):
     Shape
     -----
     input (N, D) -> output (N, K)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import PairwiseSquaredDistance
+    >>> layer = PairwiseSquaredDistance(torch.tensor([[0.0, 0.0], [3.0, 4.0]]))
+    >>> layer(torch.tensor([[0.0, 4.0]])).tolist()
+    [[16.0, 9.0]]
     """
 
     def __init__(self, centers: torch.Tensor):
         super().__init__()
+        check_shape(centers, "centers", "(K, D)")
         self.centers = nn.Parameter(centers.detach().clone(), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_shape(x, "x", "(N, D)", D=(self.centers.shape[1], "centers.shape[1]"))
         diff = x[:, None, :] - self.centers[None, :, :]
         return (diff * diff).sum(dim=-1)
 
@@ -193,6 +231,11 @@ class NeuralizedKMeans(nn.Module):
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
         super().__init__()
+        check_shape(weight, "weight", "(K, K-1, D)")
+        n_clusters = weight.shape[0]
+        check_shape(weight, "weight", "(K, K-1, D)", **{"K-1": n_clusters - 1})
+        check_shape(bias, "bias", "(K, K-1)", K=(n_clusters, "weight.shape[0]"),
+                    **{"K-1": n_clusters - 1})
         self.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
         self.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
 
@@ -202,13 +245,27 @@ class NeuralizedKMeans(nn.Module):
         return cls(*neuralize(centers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_shape(x, "x", "(N, D)", D=(self.weight.shape[2], "weight.shape[2]"))
         return torch.einsum("nd,kjd->nkj", x, self.weight) + self.bias
 
 
 class MinPool(nn.Module):
-    """Hard minimum over the last dimension: (N, K, K-1) -> (N, K)."""
+    """Hard minimum over the last dimension: (N, K, K-1) -> (N, K).
+
+    Shape
+    -----
+    input (..., M) -> output (...), with M >= 1.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import MinPool
+    >>> MinPool()(torch.tensor([[[3.0, 1.0], [2.0, 5.0]]])).tolist()
+    [[1.0, 2.0]]
+    """
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        check_shape(h, "h", "(..., M)")
         return h.min(dim=-1).values
 
 
@@ -226,7 +283,15 @@ class LogMeanExpPool(nn.Module):
 
     Shape
     -----
-    input (N, K, K-1) -> output (N, K)
+    input (..., M) -> output (...), e.g. (N, K, K-1) -> (N, K).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import LogMeanExpPool
+    >>> h = torch.tensor([[[3.0, 1.0], [2.0, 5.0]]], dtype=torch.float64)
+    >>> LogMeanExpPool(beta=50.0)(h).round(decimals=2).tolist()  # near the hard minimum
+    [[1.01, 2.01]]
     """
 
     def __init__(self, beta: float):
@@ -236,6 +301,7 @@ class LogMeanExpPool(nn.Module):
         self.beta = float(beta)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        check_shape(h, "h", "(..., M)")
         n = h.shape[-1]
         return -(torch.logsumexp(-self.beta * h, dim=-1) - math.log(n)) / self.beta
 
@@ -256,12 +322,22 @@ class SoftKMeans(nn.Module):
     Shape
     -----
     input (N, D) -> output (N, K), rows summing to one.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import SoftKMeans
+    >>> mu = torch.tensor([[0.0, 0.0], [4.0, 0.0]], dtype=torch.float64)
+    >>> soft = SoftKMeans(mu, temperature=2.0)  # squared distances 1 and 9 below
+    >>> soft(torch.tensor([[1.0, 0.0]], dtype=torch.float64)).round(decimals=4).tolist()
+    [[0.8808, 0.1192]]
     """
 
     def __init__(self, centers: torch.Tensor, temperature: float = 1.0):
         super().__init__()
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature!r}.")
+        check_shape(centers, "centers", "(K, D)")
         n_clusters, n_features = centers.shape
         self.temperature = float(temperature)
         self.linear = nn.Linear(n_features, n_clusters, dtype=centers.dtype, device=centers.device)
@@ -272,6 +348,7 @@ class SoftKMeans(nn.Module):
         self.softmax = nn.Softmax(dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_shape(x, "x", "(N, D)", D=(self.linear.in_features, "centers.shape[1]"))
         return self.softmax(self.linear(x))
 
 
@@ -288,6 +365,17 @@ def neuralized_head(centers: torch.Tensor, beta: float | None = None) -> nn.Sequ
     Returns
     -------
     torch.nn.Sequential mapping (N, D) to the cluster evidence (N, K).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import cluster_evidence, neuralized_head, squared_distances
+    >>> centers = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 3.0]], dtype=torch.float64)
+    >>> x = torch.tensor([[0.5, 0.2], [1.8, 0.1]], dtype=torch.float64)
+    >>> f = neuralized_head(centers)(x)
+    >>> torch.allclose(f, cluster_evidence(squared_distances(x, centers)))
+    True
     """
+    check_shape(centers, "centers", "(K, D)")
     pool = MinPool() if beta is None or math.isinf(beta) else LogMeanExpPool(beta)
     return nn.Sequential(NeuralizedKMeans.from_centers(centers), pool)

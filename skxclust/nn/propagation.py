@@ -8,8 +8,9 @@ Rules (``a``: layer input, ``z``: layer output before any activation):
 - Linear / Conv1d / Conv2d / average pools, **epsilon rule**:
   ``R_in = a * grad_a(z . s)`` with ``s = R_out / (z + eps * sign(z))``.
 - Linear / Conv on non-negative inputs (after a ReLU), **z-plus rule** when
-  ``rule="zplus"``: the same with the weights clamped at 0 and no bias; the first layer
-  (raw input, possibly negative) always uses the epsilon rule.
+  ``rule="zplus"``: the same with the weights clamped at 0 and no bias; or any rule object
+  of :mod:`skxclust.nn.rules` (e.g. :class:`~skxclust.nn.GammaRule`) or of your own. The
+  first layer (raw input, possibly negative) always uses the epsilon rule.
 - ReLU: relevance passes through unchanged (it is explained at the next linear layer's
   pre-activation).
 - Pools (average, max, adaptive): relevance is routed along the pooling's own gradient,
@@ -24,10 +25,11 @@ their share.
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
+
+from ._checks import check_shape
+from .rules import EpsilonRule, LRPRule, resolve_rule
 
 __all__ = ["SUPPORTED_LAYERS", "supported_layers", "lrp_backward"]
 
@@ -41,10 +43,27 @@ SUPPORTED_LAYERS = _WEIGHTED + _POOLS + _RESHAPES + (nn.ReLU,)
 def supported_layers(module: nn.Module) -> list[nn.Module]:
     """Flatten (nested) ``nn.Sequential`` containers into a list of supported layers.
 
+    Parameters
+    ----------
+    module : nn.Module
+        A supported layer, or an ``nn.Sequential`` of them (nested or not).
+
+    Returns
+    -------
+    list of nn.Module
+
     Raises
     ------
     TypeError
         Naming the first layer whose type has no LRP rule here.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> from skxclust.nn.propagation import supported_layers
+    >>> net = nn.Sequential(nn.Linear(4, 3), nn.Sequential(nn.ReLU(), nn.Linear(3, 2)))
+    >>> [type(layer).__name__ for layer in supported_layers(net)]
+    ['Linear', 'ReLU', 'Linear']
     """
     if isinstance(module, nn.Sequential):
         layers = []
@@ -63,25 +82,6 @@ def supported_layers(module: nn.Module) -> list[nn.Module]:
     )
 
 
-def _positive_copy(layer: nn.Module) -> nn.Module:
-    pos = copy.deepcopy(layer)
-    with torch.no_grad():
-        pos.weight.clamp_(min=0)
-        if pos.bias is not None:
-            pos.bias.zero_()
-    return pos
-
-
-def _gradient_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor, eps: float):
-    a = a.detach().requires_grad_(True)
-    with torch.enable_grad():
-        z = layer(a)
-        sign = torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
-        s = (relevance / (z + eps * sign)).detach()
-        (grad,) = torch.autograd.grad(z, a, grad_outputs=s)
-    return (a * grad).detach()
-
-
 def _routing_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor):
     a = a.detach().requires_grad_(True)
     with torch.enable_grad():
@@ -94,7 +94,7 @@ def lrp_backward(
     layers: list[nn.Module],
     x: torch.Tensor,
     relevance: torch.Tensor,
-    rule: str = "epsilon",
+    rule: str | LRPRule = "epsilon",
     epsilon: float = 1e-9,
 ) -> torch.Tensor:
     """Propagate relevance on the output of ``layers`` back to their input ``x``.
@@ -106,31 +106,60 @@ def lrp_backward(
     x : Tensor of shape (B, ...)
         Input of the first layer.
     relevance : Tensor of shape (B, F)
-        Relevance of the (flattened) output.
-    rule : {"epsilon", "zplus"}
-        Rule for weighted layers after the first one.
-    epsilon : float
-        Stabiliser of the epsilon rule.
+        Relevance of the (flattened) output: ``F`` is the number of outputs per row.
+    rule : {"epsilon", "zplus"} or rule object, default="epsilon"
+        Rule for weighted layers after the first one: a name, or any object with a
+        ``propagate(layer, a, relevance)`` method (:class:`~skxclust.nn.EpsilonRule`,
+        :class:`~skxclust.nn.ZPlusRule`, :class:`~skxclust.nn.GammaRule` or your own; see
+        :mod:`skxclust.nn.rules`).
+    epsilon : float, default=1e-9
+        Stabiliser of the epsilon rule of the first weighted layer, and of the rule given
+        by name.
 
     Returns
     -------
     Tensor of the shape of ``x``.
+
+    Examples
+    --------
+    For a network without biases relevance is conserved:
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from skxclust.nn import GammaRule, lrp_backward
+    >>> _ = torch.manual_seed(0)
+    >>> net = nn.Sequential(nn.Linear(4, 6, bias=False), nn.ReLU(),
+    ...                     nn.Linear(6, 2, bias=False)).double()
+    >>> x = torch.rand(3, 4, dtype=torch.float64)
+    >>> out = net(x).detach()
+    >>> R = lrp_backward(list(net), x, out, rule=GammaRule(0.25))
+    >>> torch.allclose(R.sum(1), out.sum(1))
+    True
     """
-    if rule not in ("epsilon", "zplus"):
-        raise ValueError(f"rule must be 'epsilon' or 'zplus', got {rule!r}.")
+    rule = resolve_rule(rule, epsilon)
+    check_shape(x, "x", "(B, ...)")
+    check_shape(relevance, "relevance", "(B, ...)", B=(x.shape[0], "x.shape[0]"))
+    first_rule = EpsilonRule(epsilon)
     activations = [x]
     with torch.no_grad():
         for layer in layers:
             activations.append(layer(activations[-1]))
-    R = relevance.reshape(activations[-1].shape)
+    out = activations[-1]
+    if relevance.numel() != out.numel():
+        raise ValueError(
+            f"relevance must have shape (B, F) with B == x.shape[0] == {x.shape[0]} and F "
+            f"== outputs per row of the layers == {out[0].numel()}, got "
+            f"{tuple(relevance.shape)}."
+        )
+    R = relevance.reshape(out.shape)
     for i in range(len(layers) - 1, -1, -1):
         layer, a = layers[i], activations[i]
         if isinstance(layer, (*_RESHAPES, nn.ReLU)):
             R = R.reshape(a.shape)
         elif isinstance(layer, _POOLS):
             R = _routing_rule(layer, a, R)
-        elif isinstance(layer, _WEIGHTED) and rule == "zplus" and i > 0:
-            R = _gradient_rule(_positive_copy(layer), a, R, epsilon)
+        elif isinstance(layer, _WEIGHTED) and i > 0:
+            R = rule.propagate(layer, a, R)
         else:
-            R = _gradient_rule(layer, a, R, epsilon)
+            R = first_rule.propagate(layer, a, R)
     return R

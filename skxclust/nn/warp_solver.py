@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import torch
 
-from .warps import BILINEAR, ZEROS, WarpModel
+from ._checks import check_shape
+from .warps import BILINEAR, ZEROS, WarpModel, _check_warp_args
 
 __all__ = ["fit_warps", "warp_energy", "warp_log_volume"]
 
@@ -175,6 +176,16 @@ def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, 
     return energy, flat, damping
 
 
+def _check_pair_args(model, samples, centroids, penalty, centroids_name="centroids",
+                     centroids_dims="(K, P)") -> None:
+    """Shapes of the samples, the images warped onto them and a per-sample penalty."""
+    _check_warp_args(model, samples, images_name="samples")
+    _check_warp_args(model, centroids, images_name=centroids_name, images_dims=centroids_dims,
+                     B=(samples.shape[0], "samples.shape[0]"))
+    if isinstance(penalty, torch.Tensor):
+        check_shape(penalty, "penalty", "()", "(B,)", B=(samples.shape[0], "samples.shape[0]"))
+
+
 def _per_pair(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torch.Tensor:
     """Penalty weight per (image, sample) pair, image-major, shape (n_images * n_samples,)."""
     if not isinstance(weight, torch.Tensor):
@@ -238,7 +249,8 @@ def fit_warps(
     A blob shifted by a tenth of the image is matched by a warp:
 
     >>> import torch
-    >>> from skxclust.nn import make_warp_model, pixel_grid
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.tps import pixel_grid
     >>> p = pixel_grid((12, 12), 2, torch.float64)
     >>> def blob(cx): return torch.exp(-((p - torch.tensor([cx, 0.0])) ** 2).sum(1) / 0.1)
     >>> model = make_warp_model((12, 12), 9, "tps", torch.float64)
@@ -246,6 +258,7 @@ def fit_warps(
     >>> float(energy[0, 0]) < 0.01 * float(((blob(0.2) - blob(0.0)) ** 2).sum())
     True
     """
+    _check_pair_args(model, samples, centroids, penalty)
     samples, centroids = samples.detach(), centroids.detach()
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
     images = centroids.reshape(n_clusters, 1, *model.shape)
@@ -300,7 +313,23 @@ def warp_energy(
     Returns
     -------
     Tensor of shape (B, K)
+
+    Examples
+    --------
+    At the identity warp the energy is the squared distance:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.warp_solver import warp_energy
+    >>> model = make_warp_model((1, 4), n_landmarks=4, transform="affine")
+    >>> x, mu = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.zeros(2, 4)
+    >>> warp_energy(x, mu, model, torch.zeros(1, 2, 2, 1), penalty=1.0).tolist()
+    [[30.0, 30.0]]
     """
+    _check_pair_args(model, samples, centroids, penalty)
+    _check_warp_args(model, params=params, params_dims="(B, K, n_basis, D)",
+                     B=(samples.shape[0], "samples.shape[0]"),
+                     K=(centroids.shape[0], "centroids.shape[0]"))
     n_samples, n_clusters = params.shape[:2]
     images = centroids.reshape(n_clusters, 1, *model.shape)
     flat = params.transpose(0, 1).reshape(n_clusters * n_samples, model.n_params)
@@ -346,7 +375,25 @@ def warp_log_volume(
     Returns
     -------
     Tensor of shape (N,), float64
+
+    Examples
+    --------
+    A stiffer warp prior leaves less for the data to determine:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.warp_solver import warp_log_volume
+    >>> model = make_warp_model((1, 6), n_landmarks=4, transform="affine",
+    ...                         dtype=torch.float64)
+    >>> x = torch.tensor([[0.0, 1.0, 2.0, 2.0, 1.0, 0.0]], dtype=torch.float64)
+    >>> params = torch.zeros(1, 2, 1, dtype=torch.float64)
+    >>> soft, stiff = (warp_log_volume(x, x, model, params, penalty=p) for p in (0.1, 10.0))
+    >>> bool(soft[0] > stiff[0] > 0)
+    True
     """
+    _check_pair_args(model, samples, images, penalty, centroids_name="images",
+                     centroids_dims="(B, P)")
+    _check_warp_args(model, params=params, B=(samples.shape[0], "samples.shape[0]"))
     n = samples.shape[0]
     dtype = torch.float64
     gram = model.penalty_gram(bending_weight, affine_weight).to(dtype)

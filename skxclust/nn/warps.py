@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ._checks import check_shape
 from .tps import (
     control_points,
     grid_size_from_landmarks,
@@ -40,6 +41,17 @@ __all__ = [
 
 TRANSFORMS = ("tps", "affine", "affine+tps")
 BILINEAR, ZEROS, BORDER = 0, 0, 1  # grid_sampler interpolation / padding codes
+
+
+def _check_warp_args(model, images=None, params=None, *, images_name="images",
+                     images_dims="(B, P)", params_dims="(B, n_basis, D)", **sizes) -> None:
+    """Shapes of images (``P == H * W``) and warp parameters against ``model``."""
+    pixels = (model.shape[0] * model.shape[1], f"H * W of model.shape {model.shape}")
+    if images is not None:
+        check_shape(images, images_name, images_dims, P=pixels, **sizes)
+    if params is not None:
+        check_shape(params, "params", params_dims, n_basis=(model.n_basis, "model.n_basis"),
+                    D=(model.ndim, "model.ndim"), **sizes)
 
 
 class WarpModel:
@@ -72,6 +84,16 @@ class WarpModel:
         Parameters of the affine warps: ``params = affine_rows @ a`` for affine
         coefficients ``a`` (``(D + 1) x D``); None for ``"affine"``, where every warp is
         affine.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> model = make_warp_model((1, 6), n_landmarks=4, transform="affine+tps")
+    >>> model.n_basis, model.ndim, model.n_params  # 2 affine rows + 2 knots, one axis
+    (4, 1, 4)
+    >>> tuple(model.penalty_gram(bending_weight=1.0, affine_weight=0.1).shape)
+    (4, 4)
     """
 
     def __init__(self, shape, transform, points, basis, landmark_basis, centers):
@@ -159,6 +181,14 @@ def make_warp_model(
     Returns
     -------
     WarpModel
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> model = make_warp_model((8, 10), n_landmarks=9, transform="tps")
+    >>> model.shape, model.n_basis, model.ndim, tuple(model.basis.shape)
+    ((8, 10), 9, 2, (80, 9))
     """
     if transform not in TRANSFORMS:
         raise ValueError(
@@ -184,7 +214,18 @@ def warp_grids(model: WarpModel, params: torch.Tensor) -> torch.Tensor:
     Returns
     -------
     Tensor of shape (N, H, W, 2)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.warps import warp_grids
+    >>> model = make_warp_model((8, 10), 9)
+    >>> grids = warp_grids(model, torch.zeros(2, 9, 2))  # identity warps
+    >>> tuple(grids.shape), torch.equal(grids[0].reshape(-1), model.flat_points)
+    ((2, 8, 10, 2), True)
     """
+    _check_warp_args(model, params=params, params_dims="(N, n_basis, D)")
     flat = torch.addmm(model.flat_points, params.reshape(params.shape[0], -1), model.flat_basis)
     return flat.reshape(params.shape[0], *model.shape, 2)
 
@@ -226,7 +267,21 @@ def warp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) ->
     -------
     Tensor of shape (K, B, P)
         Zero outside the source image.
+
+    Examples
+    --------
+    Shift a 1-D signal (a ``1 x 5`` image) by one sample with an affine warp:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model, warp_images
+    >>> model = make_warp_model((1, 5), n_landmarks=4, transform="affine")
+    >>> params = torch.tensor([[[[0.0], [0.5]]]])  # translation by 0.5 = one sample
+    >>> warp_images(torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0]]), model, params).tolist()
+    [[[1.0, 2.0, 3.0, 4.0, 0.0]]]
     """
+    _check_warp_args(model, images, images_dims="(K, P)")
+    _check_warp_args(model, params=params, params_dims="(K, B, n_basis, D)",
+                     K=(images.shape[0], "images.shape[0]"))
     n_clusters, n_warps = params.shape[:2]
     flat = params.reshape(n_clusters * n_warps, model.n_params)
     return warp_batch(images.reshape(n_clusters, 1, *model.shape), model, flat)[0]
@@ -261,7 +316,27 @@ def warp_adjoint(
         ``sum_{i in k} w_i S_i^T v_i``.
     coverage : Tensor of shape (n_clusters, P)
         ``sum_{i in k} w_i S_i^T 1``.
+
+    Examples
+    --------
+    Identity warps splat every sample back unchanged:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.warps import warp_adjoint
+    >>> model = make_warp_model((1, 4), n_landmarks=4, transform="affine")
+    >>> values = torch.tensor([[1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0, 1.0]])
+    >>> labels = torch.tensor([0, 0])
+    >>> splat, cover = warp_adjoint(values, model, torch.zeros(2, 2, 1), labels, 1)
+    >>> splat.round(decimals=4).tolist(), cover.round(decimals=4).tolist()
+    ([[2.0, 3.0, 4.0, 5.0]], [[2.0, 2.0, 2.0, 2.0]])
     """
+    rows = (values.shape[0], "values.shape[0]")
+    _check_warp_args(model, values, images_name="values")
+    _check_warp_args(model, params=params, B=rows)
+    check_shape(labels, "labels", "(B,)", B=rows)
+    if weights is not None:
+        check_shape(weights, "weights", "(B,)", B=rows)
     n, n_pixels = values.shape
     height, width = model.shape
     if weights is None:
@@ -299,7 +374,25 @@ def warp_normal(
     Returns
     -------
     Tensor of shape (K, P)
+
+    Examples
+    --------
+    For identity warps ``S^T S`` is the identity, times the weight of the members:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.warps import warp_normal
+    >>> model = make_warp_model((1, 4), n_landmarks=4, transform="affine")
+    >>> mu = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    >>> out = warp_normal(mu, model, torch.zeros(3, 2, 1), torch.tensor([0, 0, 0]))
+    >>> out.round(decimals=4).tolist()
+    [[3.0, 6.0, 9.0, 12.0]]
     """
+    _check_warp_args(model, centroids, params, images_name="centroids", images_dims="(K, P)")
+    rows = (params.shape[0], "params.shape[0]")
+    check_shape(labels, "labels", "(B,)", B=rows)
+    if weights is not None:
+        check_shape(weights, "weights", "(B,)", B=rows)
     n = params.shape[0]
     height, width = model.shape
     grid = warp_grids(model, params.to(centroids.dtype))
@@ -331,7 +424,18 @@ def invert_warps(model: WarpModel, params: torch.Tensor, n_iter: int = 30) -> to
     Returns
     -------
     Tensor of shape (B, H, W, 2)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.warps import invert_warps
+    >>> model = make_warp_model((1, 5), n_landmarks=4, transform="affine")
+    >>> inverse = invert_warps(model, torch.tensor([[[0.0], [0.5]]]))  # shift by +0.5
+    >>> inverse[0, 0, :, 0].tolist()  # the inverse grid shifts by -0.5
+    [-1.5, -1.0, -0.5, 0.0, 0.5]
     """
+    _check_warp_args(model, params=params)
     n = params.shape[0]
     height, width = model.shape
     identity = model.flat_points.reshape(1, height, width, 2)
@@ -361,7 +465,22 @@ def unwarp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) 
     Tensor of shape (B, P)
         ``x_i(g_i^{-1}(q))``: sample ``i`` resampled on the centroid's pixel grid (0 where
         the inverse falls outside the sample).
+
+    Examples
+    --------
+    Undo a shift by one sample of a 1-D signal:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model, unwarp_images, warp_images
+    >>> model = make_warp_model((1, 5), n_landmarks=4, transform="affine")
+    >>> params = torch.tensor([[[0.0], [0.5]]])
+    >>> mu = torch.tensor([[0.0, 1.0, 2.0, 1.0, 0.0]])
+    >>> x = warp_images(mu, model, params[None])[0]  # the centroid, shifted
+    >>> unwarp_images(x, model, params).tolist()
+    [[0.0, 1.0, 2.0, 1.0, 0.0]]
     """
+    _check_warp_args(model, images)
+    _check_warp_args(model, params=params, B=(images.shape[0], "images.shape[0]"))
     n = images.shape[0]
     height, width = model.shape
     inverse = invert_warps(model, params.to(images.dtype))

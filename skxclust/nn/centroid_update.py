@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from .warps import WarpModel, warp_adjoint, warp_normal
+from ._checks import check_shape
+from .warps import WarpModel, _check_warp_args, warp_adjoint, warp_normal
 
 __all__ = [
     "adjoint_sums",
@@ -31,6 +32,17 @@ __all__ = [
     "solve_centroids",
     "solve_normal_equations",
 ]
+
+
+def _check_member_args(model, X, params, labels, weights, X_name="X", X_dims="(B, P)"):
+    """Shapes of the members' rows, warps, labels and weights."""
+    rows = (params.shape[0], "params.shape[0]")
+    _check_warp_args(model, X, images_name=X_name, images_dims=X_dims,
+                     **({} if X_dims == "(K, P)" else {"B": rows}))
+    _check_warp_args(model, params=params)
+    check_shape(labels, "labels", "(B,)", B=rows)
+    if weights is not None:
+        check_shape(weights, "weights", "(B,)", B=rows)
 
 
 def adjoint_sums(
@@ -63,7 +75,22 @@ def adjoint_sums(
     -------
     rhs : Tensor of shape (n_clusters, P)
     cover : Tensor of shape (n_clusters, P)
+
+    Examples
+    --------
+    Identity warps of two 1-D signals of 3 samples, both in cluster 0:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.centroid_update import adjoint_sums
+    >>> model = make_warp_model((1, 3), n_landmarks=4, transform="affine")
+    >>> X = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    >>> params, labels = torch.zeros(2, 2, 1), torch.tensor([0, 0])
+    >>> rhs, cover = adjoint_sums(X, model, params, labels, n_clusters=1)
+    >>> rhs.round(decimals=4).tolist(), cover.round(decimals=4).tolist()
+    ([[4.0, 4.0, 4.0]], [[2.0, 2.0, 2.0]])
     """
+    _check_member_args(model, X, params, labels, weights)
     rhs = X.new_zeros(n_clusters, X.shape[1])
     cover = X.new_zeros(n_clusters, X.shape[1])
     for i in range(0, X.shape[0], batch_size):
@@ -98,7 +125,22 @@ def normal_sums(
     Returns
     -------
     Tensor of shape (K, P)
+
+    Examples
+    --------
+    Identity warps of two 1-D signals of 3 samples, both in cluster 0:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.centroid_update import normal_sums
+    >>> model = make_warp_model((1, 3), n_landmarks=4, transform="affine")
+    >>> X = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    >>> params, labels = torch.zeros(2, 2, 1), torch.tensor([0, 0])
+    >>> normal_sums(torch.ones(1, 3), model, params, labels).round(decimals=4).tolist()
+    [[2.0, 2.0, 2.0]]
     """
+    _check_member_args(model, centroids, params, labels, weights, X_name="centroids",
+                       X_dims="(K, P)")
     out = torch.zeros_like(centroids)
     for i in range(0, params.shape[0], batch_size):
         sl = slice(i, i + batch_size)
@@ -108,7 +150,25 @@ def normal_sums(
 
 
 def covered(cover: torch.Tensor) -> torch.Tensor:
-    """Pixels some member's warp samples: ``cover`` above 1e-6 of its cluster's maximum."""
+    """Pixels some member's warp samples: ``cover`` above 1e-6 of its cluster's maximum.
+
+    Parameters
+    ----------
+    cover : Tensor of shape (K, P)
+        From :func:`adjoint_sums`.
+
+    Returns
+    -------
+    BoolTensor of shape (K, P)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.centroid_update import covered
+    >>> covered(torch.tensor([[2.0, 0.0, 1e-9]])).tolist()
+    [[True, False, False]]
+    """
+    check_shape(cover, "cover", "(K, P)")
     return cover > 1e-6 * cover.amax(dim=-1, keepdim=True).clamp_min(1e-300)
 
 
@@ -138,7 +198,27 @@ def solve_normal_equations(
     Returns
     -------
     Tensor of shape (K, P)
+
+    Examples
+    --------
+    Identity warps of two 1-D signals of 3 samples, both in cluster 0:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.centroid_update import adjoint_sums, normal_sums, solve_normal_equations
+    >>> model = make_warp_model((1, 3), n_landmarks=4, transform="affine")
+    >>> X = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    >>> params, labels = torch.zeros(2, 2, 1), torch.tensor([0, 0])
+    >>> rhs, cover = adjoint_sums(X, model, params, labels, n_clusters=1)
+    >>> mu = solve_normal_equations(rhs, cover, torch.zeros(1, 3),
+    ...                             lambda v: normal_sums(v, model, params, labels))
+    >>> mu.round(decimals=4).tolist()  # the mean of the two members
+    [[2.0, 2.0, 2.0]]
     """
+    check_shape(rhs, "rhs", "(K, P)")
+    like_rhs = {"K": (rhs.shape[0], "rhs.shape[0]"), "P": (rhs.shape[1], "rhs.shape[1]")}
+    check_shape(cover, "cover", "(K, P)", **like_rhs)
+    check_shape(start, "start", "(K, P)", **like_rhs)
     seen = covered(cover)
     average = torch.where(seen, rhs / cover.clamp_min(1e-300), start)
 
@@ -207,7 +287,22 @@ def solve_centroids(
     Returns
     -------
     Tensor of shape (K, P)
+
+    Examples
+    --------
+    Identity warps of two 1-D signals of 3 samples, both in cluster 0:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.centroid_update import solve_centroids
+    >>> model = make_warp_model((1, 3), n_landmarks=4, transform="affine")
+    >>> X = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    >>> params, labels = torch.zeros(2, 2, 1), torch.tensor([0, 0])
+    >>> solve_centroids(X, model, params, labels, torch.zeros(1, 3)).round(decimals=4).tolist()
+    [[2.0, 2.0, 2.0]]
     """
+    _check_member_args(model, X, params, labels, weights)
+    _check_warp_args(model, start, images_name="start", images_dims="(K, P)")
     rhs, cover = adjoint_sums(X, model, params, labels, start.shape[0], weights,
                               batch_size=batch_size)
 

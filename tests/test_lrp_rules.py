@@ -1,0 +1,122 @@
+"""LRP rules as objects (skxclust.nn.rules): the built-in ones, GammaRule, a user's own."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+
+from skxclust import ExplainableKMeans
+from skxclust.nn import EpsilonRule, GammaRule, ZPlusRule, lrp_backward
+from skxclust.nn.rules import gradient_rule, resolve_rule
+
+X_DIGITS = load_digits().data[:200]
+
+
+def relu_net(bias: bool = False):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Unflatten(1, (1, 8, 8)),
+        torch.nn.Conv2d(1, 4, 3, bias=bias),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(36, 16, bias=bias),
+        torch.nn.ReLU(),
+        torch.nn.Linear(16, 8, bias=bias),
+        torch.nn.ReLU(),
+    ).double()
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.25, 1.0, 10.0])
+def test_gamma_rule_conserves_relevance_through_a_bias_free_relu_net(gamma):
+    net = relu_net()
+    x = torch.from_numpy(X_DIGITS[:50])
+    out = net(x).detach()
+    R = lrp_backward(list(net), x, out, rule=GammaRule(gamma, epsilon=1e-12), epsilon=1e-12)
+    assert R.shape == x.shape
+    torch.testing.assert_close(R.sum(1), out.sum(1), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("name, cls", [("epsilon", EpsilonRule), ("zplus", ZPlusRule)])
+def test_rule_names_and_rule_objects_give_identical_relevance(name, cls):
+    net = relu_net(bias=True)
+    x = torch.from_numpy(X_DIGITS[:20])
+    out = net(x).detach()
+    by_name = lrp_backward(list(net), x, out, rule=name, epsilon=1e-6)
+    by_object = lrp_backward(list(net), x, out, rule=cls(epsilon=1e-6), epsilon=1e-6)
+    assert torch.equal(by_name, by_object)
+
+
+def test_gamma_zero_is_the_epsilon_rule():
+    net = relu_net(bias=True)
+    x = torch.from_numpy(X_DIGITS[:20])
+    out = net(x).detach()
+    torch.testing.assert_close(lrp_backward(list(net), x, out, rule=GammaRule(0.0)),
+                               lrp_backward(list(net), x, out, rule="epsilon"))
+
+
+def test_resolve_rule_maps_names_and_passes_objects_through():
+    assert isinstance(resolve_rule("epsilon", 1e-3), EpsilonRule)
+    assert resolve_rule("zplus", 1e-3).epsilon == 1e-3
+    rule = GammaRule(0.5)
+    assert resolve_rule(rule) is rule
+
+
+@pytest.mark.parametrize("rule", ["alpha-beta", "Epsilon", None, 3, object()])
+def test_invalid_rule_is_refused_naming_the_parameter_and_value(rule):
+    with pytest.raises(ValueError, match=r"rule must be 'epsilon' or 'zplus', or a rule "
+                                         r"object") as info:
+        resolve_rule(rule)
+    assert repr(rule) in str(info.value)
+
+
+def test_lrp_backward_refuses_an_invalid_rule_object():
+    net = relu_net()
+    x = torch.from_numpy(X_DIGITS[:2])
+    with pytest.raises(ValueError, match="rule must be"):
+        lrp_backward(list(net), x, net(x).detach(), rule=lambda layer, a, r: r)
+
+
+@pytest.mark.parametrize("make", [lambda: GammaRule(-1.0), lambda: GammaRule(float("nan")),
+                                  lambda: EpsilonRule(-1e-3), lambda: ZPlusRule(float("nan"))])
+def test_rule_parameters_are_checked(make):
+    with pytest.raises(ValueError, match="gamma|epsilon"):
+        make()
+
+
+class HalfEpsilonRule:
+    """A user's rule: the epsilon rule, then half of the relevance (one method)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def propagate(self, layer, a, relevance):
+        self.calls += 1
+        return 0.5 * gradient_rule(layer, a, relevance, 1e-9)
+
+
+@pytest.fixture(scope="module")
+def deep_model():
+    return ExplainableKMeans(n_clusters=4, feature_extractor=relu_net(), random_state=0,
+                             device="cpu").fit(X_DIGITS)
+
+
+def test_a_user_rule_object_works_through_explain(deep_model):
+    rule = HalfEpsilonRule()
+    R = deep_model.explain(X_DIGITS[:30], rule=rule)
+    reference = deep_model.explain(X_DIGITS[:30], rule="epsilon")
+    # every weighted layer after the first layer of the list (an Unflatten here): the Conv2d
+    # and both Linear layers, each halving the relevance
+    assert rule.calls == 3
+    np.testing.assert_allclose(R, 0.125 * reference, rtol=1e-9, atol=1e-12)
+
+
+def test_gamma_rule_through_explain_conserves_for_a_bias_free_net(deep_model):
+    R = deep_model.explain(X_DIGITS[:30], rule=GammaRule(0.25))
+    f = deep_model.decision_function(X_DIGITS[:30]).max(1)
+    assert np.median(np.abs(R.sum(1) - f) / np.abs(f)) <= 1e-3
+
+
+def test_explain_refuses_an_invalid_rule_naming_it(deep_model):
+    with pytest.raises(ValueError, match=r"rule must be .*got 'gamma'"):
+        deep_model.explain(X_DIGITS[:5], rule="gamma")
