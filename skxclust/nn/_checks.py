@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["check_shape"]
+__all__ = ["check_shape", "check_warp_args"]
 
 
 @lru_cache(maxsize=256)
@@ -84,3 +84,15 @@ def check_shape(tensor, name: str, *patterns: str, **sizes) -> None:
             conditions.append(f"{label} == {want}")
     where = f" with {' and '.join(conditions)}" if conditions else ""
     raise ValueError(f"{name} must have shape {' or '.join(patterns)}{where}, got {shape}.")
+
+
+def check_warp_args(model, images=None, params=None, *, images_name="images",
+                     images_dims="(B, P)", params_dims="(B, n_basis, D)", **sizes) -> None:
+    """Shapes of images (``P == H * W``) and warp parameters against a warp ``model``
+    (anything with ``shape``, ``n_basis`` and ``ndim``, e.g. a WarpModel)."""
+    pixels = (model.shape[0] * model.shape[1], f"H * W of model.shape {model.shape}")
+    if images is not None:
+        check_shape(images, images_name, images_dims, P=pixels, **sizes)
+    if params is not None:
+        check_shape(params, "params", params_dims, n_basis=(model.n_basis, "model.n_basis"),
+                    D=(model.ndim, "model.ndim"), **sizes)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_shape
-from .warps import WarpModel, _check_warp_args, warp_adjoint, warp_normal
+from ._checks import check_shape, check_warp_args
+from .warps import WarpModel, warp_adjoint, warp_normal
 
 __all__ = [
     "adjoint_sums",
@@ -37,9 +37,9 @@ __all__ = [
 def _check_member_args(model, X, params, labels, weights, X_name="X", X_dims="(B, P)"):
     """Shapes of the members' rows, warps, labels and weights."""
     rows = (params.shape[0], "params.shape[0]")
-    _check_warp_args(model, X, images_name=X_name, images_dims=X_dims,
+    check_warp_args(model, X, images_name=X_name, images_dims=X_dims,
                      **({} if X_dims == "(K, P)" else {"B": rows}))
-    _check_warp_args(model, params=params)
+    check_warp_args(model, params=params)
     check_shape(labels, "labels", "(B,)", B=rows)
     if weights is not None:
         check_shape(weights, "weights", "(B,)", B=rows)
@@ -302,7 +302,7 @@ def solve_centroids(
     [[2.0, 2.0, 2.0]]
     """
     _check_member_args(model, X, params, labels, weights)
-    _check_warp_args(model, start, images_name="start", images_dims="(K, P)")
+    check_warp_args(model, start, images_name="start", images_dims="(K, P)")
     rhs, cover = adjoint_sums(X, model, params, labels, start.shape[0], weights,
                               batch_size=batch_size)
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_shape
-from .warps import BILINEAR, ZEROS, WarpModel, _check_warp_args
+from ._checks import check_shape, check_warp_args
+from .warps import BILINEAR, ZEROS, WarpModel
 
 __all__ = ["fit_warps", "warp_energy", "warp_log_volume"]
 
@@ -179,8 +179,8 @@ def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, 
 def _check_pair_args(model, samples, centroids, penalty, centroids_name="centroids",
                      centroids_dims="(K, P)") -> None:
     """Shapes of the samples, the images warped onto them and a per-sample penalty."""
-    _check_warp_args(model, samples, images_name="samples")
-    _check_warp_args(model, centroids, images_name=centroids_name, images_dims=centroids_dims,
+    check_warp_args(model, samples, images_name="samples")
+    check_warp_args(model, centroids, images_name=centroids_name, images_dims=centroids_dims,
                      B=(samples.shape[0], "samples.shape[0]"))
     if isinstance(penalty, torch.Tensor):
         check_shape(penalty, "penalty", "()", "(B,)", B=(samples.shape[0], "samples.shape[0]"))
@@ -327,7 +327,7 @@ def warp_energy(
     [[30.0, 30.0]]
     """
     _check_pair_args(model, samples, centroids, penalty)
-    _check_warp_args(model, params=params, params_dims="(B, K, n_basis, D)",
+    check_warp_args(model, params=params, params_dims="(B, K, n_basis, D)",
                      B=(samples.shape[0], "samples.shape[0]"),
                      K=(centroids.shape[0], "centroids.shape[0]"))
     n_samples, n_clusters = params.shape[:2]
@@ -393,7 +393,7 @@ def warp_log_volume(
     """
     _check_pair_args(model, samples, images, penalty, centroids_name="images",
                      centroids_dims="(B, P)")
-    _check_warp_args(model, params=params, B=(samples.shape[0], "samples.shape[0]"))
+    check_warp_args(model, params=params, B=(samples.shape[0], "samples.shape[0]"))
     n = samples.shape[0]
     dtype = torch.float64
     gram = model.penalty_gram(bending_weight, affine_weight).to(dtype)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_shape
+from ._checks import check_shape, check_warp_args
 from .tps import (
     control_points,
     grid_size_from_landmarks,
@@ -41,17 +41,6 @@ __all__ = [
 
 TRANSFORMS = ("tps", "affine", "affine+tps")
 BILINEAR, ZEROS, BORDER = 0, 0, 1  # grid_sampler interpolation / padding codes
-
-
-def _check_warp_args(model, images=None, params=None, *, images_name="images",
-                     images_dims="(B, P)", params_dims="(B, n_basis, D)", **sizes) -> None:
-    """Shapes of images (``P == H * W``) and warp parameters against ``model``."""
-    pixels = (model.shape[0] * model.shape[1], f"H * W of model.shape {model.shape}")
-    if images is not None:
-        check_shape(images, images_name, images_dims, P=pixels, **sizes)
-    if params is not None:
-        check_shape(params, "params", params_dims, n_basis=(model.n_basis, "model.n_basis"),
-                    D=(model.ndim, "model.ndim"), **sizes)
 
 
 class WarpModel:
@@ -225,7 +214,7 @@ def warp_grids(model: WarpModel, params: torch.Tensor) -> torch.Tensor:
     >>> tuple(grids.shape), torch.equal(grids[0].reshape(-1), model.flat_points)
     ((2, 8, 10, 2), True)
     """
-    _check_warp_args(model, params=params, params_dims="(N, n_basis, D)")
+    check_warp_args(model, params=params, params_dims="(N, n_basis, D)")
     flat = torch.addmm(model.flat_points, params.reshape(params.shape[0], -1), model.flat_basis)
     return flat.reshape(params.shape[0], *model.shape, 2)
 
@@ -279,8 +268,8 @@ def warp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) ->
     >>> warp_images(torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0]]), model, params).tolist()
     [[[1.0, 2.0, 3.0, 4.0, 0.0]]]
     """
-    _check_warp_args(model, images, images_dims="(K, P)")
-    _check_warp_args(model, params=params, params_dims="(K, B, n_basis, D)",
+    check_warp_args(model, images, images_dims="(K, P)")
+    check_warp_args(model, params=params, params_dims="(K, B, n_basis, D)",
                      K=(images.shape[0], "images.shape[0]"))
     n_clusters, n_warps = params.shape[:2]
     flat = params.reshape(n_clusters * n_warps, model.n_params)
@@ -332,8 +321,8 @@ def warp_adjoint(
     ([[2.0, 3.0, 4.0, 5.0]], [[2.0, 2.0, 2.0, 2.0]])
     """
     rows = (values.shape[0], "values.shape[0]")
-    _check_warp_args(model, values, images_name="values")
-    _check_warp_args(model, params=params, B=rows)
+    check_warp_args(model, values, images_name="values")
+    check_warp_args(model, params=params, B=rows)
     check_shape(labels, "labels", "(B,)", B=rows)
     if weights is not None:
         check_shape(weights, "weights", "(B,)", B=rows)
@@ -388,7 +377,7 @@ def warp_normal(
     >>> out.round(decimals=4).tolist()
     [[3.0, 6.0, 9.0, 12.0]]
     """
-    _check_warp_args(model, centroids, params, images_name="centroids", images_dims="(K, P)")
+    check_warp_args(model, centroids, params, images_name="centroids", images_dims="(K, P)")
     rows = (params.shape[0], "params.shape[0]")
     check_shape(labels, "labels", "(B,)", B=rows)
     if weights is not None:
@@ -435,7 +424,7 @@ def invert_warps(model: WarpModel, params: torch.Tensor, n_iter: int = 30) -> to
     >>> inverse[0, 0, :, 0].tolist()  # the inverse grid shifts by -0.5
     [-1.5, -1.0, -0.5, 0.0, 0.5]
     """
-    _check_warp_args(model, params=params)
+    check_warp_args(model, params=params)
     n = params.shape[0]
     height, width = model.shape
     identity = model.flat_points.reshape(1, height, width, 2)
@@ -479,8 +468,8 @@ def unwarp_images(images: torch.Tensor, model: WarpModel, params: torch.Tensor) 
     >>> unwarp_images(x, model, params).tolist()
     [[0.0, 1.0, 2.0, 1.0, 0.0]]
     """
-    _check_warp_args(model, images)
-    _check_warp_args(model, params=params, B=(images.shape[0], "images.shape[0]"))
+    check_warp_args(model, images)
+    check_warp_args(model, params=params, B=(images.shape[0], "images.shape[0]"))
     n = images.shape[0]
     height, width = model.shape
     inverse = invert_warps(model, params.to(images.dtype))
