@@ -333,7 +333,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             make_geometry=functools.partial(recipe._make_geometry, n_features),
             seeding=self._seeding, statistics=recipe._fit_statistics,
             statistics_rows=self._statistics_rows(X.shape[0]),
-            device=resolve_device(self.device), max_iter=self.max_iter,
+            device=self.device, max_iter=self.max_iter,
             tol=self.tol, verbose=self.verbose)
 
     @_fit_context(prefer_skip_nested_validation=True)
