@@ -45,9 +45,19 @@ from ._validation import (
     to_tensor,
     warn_user,
 )
+from .nn.lrp import auto_beta
 from .nn.sparse import column_variance, is_sparse, take_rows
 
-__all__ = ["BaseTorchKMeans", "into_fit_frame", "restore_on_error"]
+__all__ = ["BaseTorchKMeans", "fitted_beta", "into_fit_frame", "restore_on_error"]
+
+
+def fitted_beta(beta, stats: dict) -> float:
+    """``beta_`` of an explaining estimator: ``beta`` itself, or for "auto" ``1 / mean f``
+    of the assigned evidence, from the sums ``stats["evidence"]`` and ``stats["count"]``
+    of ``_fit_statistics`` (f is +inf with one cluster, so ``beta_`` is then 0)."""
+    if beta != "auto":
+        return float(beta)
+    return auto_beta(torch.tensor([stats["evidence"] / stats["count"]], dtype=torch.float64))
 
 
 def into_fit_frame(X: torch.Tensor, sample_weight: torch.Tensor, geometry: Geometry,

@@ -10,7 +10,7 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
-from ._base import BaseTorchKMeans
+from ._base import BaseTorchKMeans, fitted_beta
 from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
 from ._inference import empty_output, frame_like_transform, inference_threads
@@ -22,7 +22,7 @@ from ._validation import (
     check_top_k,
     resolve_device,
 )
-from .nn.lrp import auto_beta, midpoint_basis, neon_relevance
+from .nn.lrp import midpoint_basis, neon_relevance
 from .nn.neuralized import (
     PairwiseSquaredDistance,
     SoftKMeans,
@@ -237,11 +237,7 @@ class ExplainableKMeans(BaseTorchKMeans):
         return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
 
     def _set_fit_statistics(self, stats: dict, n_features: int) -> None:
-        if self.beta != "auto":
-            self.beta_ = float(self.beta)
-            return
-        mean_f = torch.tensor([stats["evidence"] / stats["count"]], dtype=torch.float64)
-        self.beta_ = auto_beta(mean_f)  # f is +inf with one cluster: beta_ = 0
+        self.beta_ = fitted_beta(self.beta, stats)
 
     @blockwise("clusters")
     def decision_function(self, X):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._base import fitted_beta
 from ._dask import blockwise
 from ._inference import empty_output
 from ._progress import track
@@ -35,7 +36,7 @@ from ._validation import (
     check_target,
     resolve_image_shape,
 )
-from .nn.lrp import auto_beta, neon_relevance
+from .nn.lrp import neon_relevance
 from .nn.neuralized import cluster_evidence
 from .nn.warps import warp_adjoint, warp_images
 
@@ -71,8 +72,7 @@ class WarpExplanationMixin:
         warped energy, from the same warp fits as ``predict``."""
         losses = geometry.pairwise(X, centers)
         nearest = losses.min(dim=1).values.to(torch.float64)
-        evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64) \
-            if losses.shape[1] > 1 else nearest.new_zeros(0)
+        evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
         return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()),
                 "count": int(losses.shape[0])}
 
@@ -80,15 +80,8 @@ class WarpExplanationMixin:
         """``image_shape_``, ``beta_`` (``1 / mean f_c(x)`` for "auto") and
         ``noise_variance_`` (the mean nearest energy per pixel)."""
         self.image_shape_ = resolve_image_shape(self.image_shape, n_features)
-        count = max(stats["count"], 1)
-        if self.beta != "auto":
-            self.beta_ = float(self.beta)
-        elif self.n_clusters < 2:
-            self.beta_ = 0.0
-        else:
-            self.beta_ = auto_beta(torch.tensor([stats["evidence"] / count],
-                                                dtype=torch.float64))
-        self.noise_variance_ = max(stats["energy"] / count / n_features, 1e-300)
+        self.beta_ = fitted_beta(self.beta, stats)
+        self.noise_variance_ = max(stats["energy"] / stats["count"] / n_features, 1e-300)
 
     @blockwise("clusters")
     def decision_function(self, X):
