@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.utils import assert_all_finite, check_random_state
 
-from .nn.rules import resolve_rule
+from .nn.rules import check_epsilon, resolve_rule
 from .nn.sparse import is_sparse, value_extremes
 
 __all__ = [
@@ -373,13 +373,11 @@ def check_lrp_options(rule, epsilon) -> None:
     """Validate the ``rule`` and ``epsilon`` arguments of an LRP backward pass.
 
     ``rule`` is checked by :func:`skxclust.nn.rules.resolve_rule`, the one place that knows
-    the rule names: a name or an object with a ``propagate`` method.
+    the rule names: a name or an object with a ``propagate`` method; ``epsilon`` by
+    :func:`skxclust.nn.rules.check_epsilon`, which the rules use too.
     """
     resolve_rule(rule)
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
-        raise TypeError(f"epsilon must be a non-negative number, got {epsilon!r}.")
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}.")
+    check_epsilon(epsilon)
 
 
 def check_top_k(top_k, n_features: int) -> int | None:

@@ -28,12 +28,15 @@ one place that knows the names.
 from __future__ import annotations
 
 import copy
+import math
+import numbers
 from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
-__all__ = ["LRPRule", "EpsilonRule", "ZPlusRule", "GammaRule", "RULES", "resolve_rule"]
+__all__ = ["LRPRule", "EpsilonRule", "ZPlusRule", "GammaRule", "RULES", "check_epsilon",
+           "resolve_rule"]
 
 
 @runtime_checkable
@@ -81,11 +84,14 @@ def _modified_copy(layer: nn.Module, weight, bias) -> nn.Module:
     return out
 
 
-def _check_epsilon(epsilon) -> float:
-    epsilon = float(epsilon)
-    if not epsilon >= 0:
+def check_epsilon(epsilon) -> float:
+    """The stabiliser ``epsilon`` of an LRP rule as a float: a real number (TypeError
+    otherwise), finite and >= 0 (ValueError otherwise)."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"epsilon must be a non-negative number, got {epsilon!r}.")
+    if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}.")
-    return epsilon
+    return float(epsilon)
 
 
 class EpsilonRule:
@@ -111,7 +117,7 @@ class EpsilonRule:
     """
 
     def __init__(self, epsilon: float = 1e-9):
-        self.epsilon = _check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon)
 
     def propagate(self, layer: nn.Module, a: torch.Tensor,
                   relevance: torch.Tensor) -> torch.Tensor:
@@ -145,7 +151,7 @@ class ZPlusRule:
     """
 
     def __init__(self, epsilon: float = 1e-9):
-        self.epsilon = _check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon)
 
     def propagate(self, layer: nn.Module, a: torch.Tensor,
                   relevance: torch.Tensor) -> torch.Tensor:
@@ -188,7 +194,7 @@ class GammaRule:
         if not gamma >= 0 or gamma == float("inf"):
             raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}.")
         self.gamma = gamma
-        self.epsilon = _check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon)
 
     def propagate(self, layer: nn.Module, a: torch.Tensor,
                   relevance: torch.Tensor) -> torch.Tensor:
