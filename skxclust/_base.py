@@ -1,7 +1,11 @@
-"""The sklearn shell shared by the torch k-means estimators: parameters, ``fit``, inference.
+"""The sklearn shell shared by the torch k-means estimators: parameters and the one fit
+lifecycle.
 
-The math (seeding, the Lloyd loop, geometries) lives in :mod:`skxclust._lloyd`;
-``partial_fit`` steps in :mod:`skxclust._streaming`; dask arrays in :mod:`skxclust._dask`.
+``fit``, ``partial_fit`` and the dask fit share one set-up (validation, seeding, the fit's
+frame) and one finish (the fitted attributes); in between, the fit proper takes tensors
+and a geometry: the Lloyd loop (:mod:`skxclust._lloyd`), the mini-batch step
+(:mod:`skxclust._streaming`) or the blockwise passes (:mod:`skxclust._dask_fit`).
+Inference lives in :mod:`skxclust._inference`.
 """
 
 from __future__ import annotations
@@ -417,7 +421,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                            inertia, None, stats)
         return result, counts.cpu().numpy()
 
-    # -- inference -------------------------------------------------------------------
+    # -- fit shortcuts, pickling, tags -------------------------------------------------
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit and return ``labels_``. See :meth:`fit`."""
         return self.fit(X, sample_weight=sample_weight).labels_

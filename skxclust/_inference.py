@@ -168,7 +168,6 @@ class KMeansInferenceMixin(TransformerMixin):
                 labels[rows] = geometry.assign(x, centers).labels.cpu().numpy()
             return labels
 
-
     @blockwise("clusters")
     def transform(self, X):
         """Distances to every centroid (not squared, like :class:`sklearn.cluster.KMeans`).
@@ -183,7 +182,6 @@ class KMeansInferenceMixin(TransformerMixin):
             A dask array, computed block by block, when X is one.
         """
         return self._map_pairwise(X, torch.sqrt)
-
 
     @blockwise("sum", row_args=("sample_weight",))
     def score(self, X, y=None, sample_weight=None):
