@@ -31,7 +31,7 @@ import uuid
 import numpy as np
 import torch
 
-from ._lloyd import FitResult, lloyd_iterations
+from ._lloyd import FitResult, best_index, lloyd_iterations
 from ._relocation import average_sums, relocate_empty, relocate_in_sums
 from ._threads import torch_threads
 from ._validation import check_magnitude, resolve_device, to_tensor
@@ -422,7 +422,7 @@ def fit_blockwise(X, sample_weight: np.ndarray, *, n_clusters: int, embed, make_
         return new, _PassStats(stats), stats["changed"] == 0, stats["inertia"]
 
     n_iter = lloyd_iterations(centers, _PassStats(stats), step, max_iter, tol, verbose)
-    best = int(torch.argmin(inertia))
+    best = best_index(inertia)
     labels, stats = _finish(X, blocks, latest[0], best, centers[best], frame, statistics,
                             statistics_rows)
     return FitResult((centers[best] + shift).numpy(), labels, float(inertia[best]),

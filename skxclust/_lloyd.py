@@ -23,7 +23,7 @@ from ._progress import progress
 from ._relocation import relocate_empty
 from ._threads import torch_threads
 
-__all__ = ["FitResult", "best_restart", "lloyd", "lloyd_iterations"]
+__all__ = ["FitResult", "best_index", "best_restart", "lloyd", "lloyd_iterations"]
 
 
 class FitResult(NamedTuple):
@@ -58,13 +58,34 @@ class _OneRestart(Geometry):
         return new[None], weight[None]
 
 
+# Restarts whose inertia is within this relative distance of the lowest are ties: summing
+# the same distances in another order (row blocks of a dask fit, threads) moves the
+# inertia by a few ulps, which must not decide between two equally good restarts.
+_TIE_RTOL = 1e-9
+
+
+def best_index(inertia: torch.Tensor) -> int:
+    """Index of the kept restart: the first whose inertia (R,) ties with the lowest.
+
+    As in scikit-learn, where a later restart replaces the kept one only if it is strictly
+    better, the first of equally good restarts wins; "equally" allows the rounding of the
+    inertia's sum (relative ``1e-9``), so an in-memory and a blockwise fit of the same
+    restarts keep the same one.
+    """
+    inertia = inertia.to(torch.float64).cpu()
+    lowest = float(inertia.min())
+    ties = inertia <= lowest + _TIE_RTOL * abs(lowest)
+    return int(torch.nonzero(ties)[0, 0])
+
+
 def best_restart(result):
-    """The restart of a batched :func:`lloyd` result with the lowest inertia.
+    """The restart of a batched :func:`lloyd` result with the lowest inertia (the first of
+    ties, see :func:`best_index`).
 
     Returns ``(labels (n,), inertia float, centers (K, D), n_iter int)``.
     """
     labels, inertia, centers, n_iter = result
-    best = int(torch.argmin(inertia))
+    best = best_index(inertia)
     return labels[best], float(inertia[best]), centers[best], int(n_iter[best])
 
 

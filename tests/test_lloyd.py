@@ -7,7 +7,7 @@ from sklearn.datasets import load_digits
 
 from skxclust._euclidean import EuclideanGeometry
 from skxclust._geometry import Assignment
-from skxclust._lloyd import best_restart, lloyd
+from skxclust._lloyd import best_index, best_restart, lloyd
 from skxclust._seeding import kmeans_plusplus, kmeans_plusplus_restarts
 
 
@@ -133,3 +133,14 @@ def test_partial_sums_of_blocks_add_up_to_the_update(digits_t):
         total += w
     torch.testing.assert_close(total, weight)
     torch.testing.assert_close(geometry.centers_from_sums(sums, total, centers), new)
+
+
+@pytest.mark.parametrize("inertia, expected", [
+    ([5.0, 4.0, 4.0 * (1 + 1e-13), 6.0], 1),  # a rounding-level tie: the first one
+    ([5.0, 4.0 * (1 + 1e-13), 4.0, 6.0], 1),  # ... whichever of the two is a few ulps lower
+    ([5.0, 4.0, 3.9, 6.0], 2),  # a really lower inertia wins
+    ([-2.0, -2.0 * (1 - 1e-13)], 0),
+])
+def test_best_restart_is_the_first_of_restarts_whose_inertia_ties_with_the_lowest(
+        inertia, expected):
+    assert best_index(torch.tensor(inertia, dtype=torch.float64)) == expected
