@@ -181,7 +181,9 @@ class KMeansInferenceMixin(TransformerMixin):
         ndarray of shape (n_samples, n_clusters), same float dtype as X.
             A dask array, computed block by block, when X is one.
         """
-        return self._map_pairwise(X, torch.sqrt)
+        # a squared distance is >= 0; a geometry's rounding may give -1e-10 (a warp penalty
+        # v^T G v with G only positive semi-definite, in float32), which sqrt turns into NaN
+        return self._map_pairwise(X, lambda d: torch.sqrt(d.clamp_min(0.0)))
 
     @blockwise("sum", row_args=("sample_weight",))
     def score(self, X, y=None, sample_weight=None):
