@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from _warp_reference import pair_log_volume
 
 from skxclust.nn.tps import (
     control_points,
@@ -210,22 +211,38 @@ def test_penalty_splits_bending_from_pose_and_means_the_same_at_every_grid():
     assert plain[-1] / plain[0] > 2.5  # a plain ||delta||^2 grows with the landmarks
 
 
-def test_log_volume_is_the_log_determinant_ratio_and_grows_with_flexibility():
+# warp_log_volume takes log(penalty) per null direction of G (6 for images, 2 for signals)
+# that the redundant "affine+tps" parameters leave: -6 log(penalty) off at every penalty
+REDUNDANT = pytest.mark.xfail(strict=True, reason="affine+tps: the volume carries "
+                              "-n_null * log(penalty) from the null space of G")
+VOLUME_MODELS = [pytest.param(*m, marks=REDUNDANT) if m[1] == "affine+tps" else m
+                 for m in MODELS]
+
+
+@pytest.mark.parametrize("shape, transform, n_landmarks", VOLUME_MODELS)
+def test_log_volume_is_the_log_determinant_ratio_of_an_autograd_hessian(shape, transform,
+                                                                         n_landmarks):
+    # Laplace's Occam factor from an independent computation: J by autograd of the
+    # public warp, G by autograd of the landmark-displacement penalty (_warp_reference)
+    model = make_warp_model(shape, n_landmarks, transform, F64)
+    x, mu = images(shape, 4)
+    penalty = torch.tensor([0.5, 1.0, 2.0, 30.0], dtype=F64)
+    _, params = fit_warps(x, mu[:1], model, penalty=penalty, n_steps=10, bending_weight=0.7,
+                          affine_weight=0.3)
+    volume = warp_log_volume(x, mu[[0, 0, 0, 0]], model, params[:, 0], penalty, 0.7, 0.3)
+    expected = torch.stack([pair_log_volume(x[i], mu[0], model, params[i, 0], penalty[i],
+                                            0.7, 0.3) for i in range(4)])
+    torch.testing.assert_close(volume, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_log_volume_grows_with_flexibility():
     shape = (12, 12)
     x, mu = images(shape, 4)
     volumes = []
     for n_landmarks in (4, 9, 16):
         model = make_warp_model(shape, n_landmarks, "tps", F64)
         _, params = fit_warps(x, mu[:1], model, penalty=1.0, n_steps=10)
-        vol = warp_log_volume(x, mu[[0, 0, 0, 0]], model, params[:, 0], 1.0)
-        gram = model.penalty_gram()
-        pairs = _Pairs(mu[:1].reshape(1, 1, *shape), x[None], model,
-                       torch.ones(4, dtype=F64), gram)
-        flat = params[:, 0].reshape(4, -1)
-        hess, _ = pairs.normal_system(flat, pairs.energy(flat)[1], _Coordinates(model))
-        expected = torch.logdet(hess) - torch.logdet(gram)
-        torch.testing.assert_close(vol, expected)
-        volumes.append(vol)
+        volumes.append(warp_log_volume(x, mu[[0, 0, 0, 0]], model, params[:, 0], 1.0))
     assert torch.all(volumes[0] < volumes[1]) and torch.all(volumes[1] < volumes[2])
 
 
