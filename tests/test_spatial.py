@@ -6,9 +6,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from _warp_reference import pair_energy, pair_log_volume
+from sklearn.base import clone
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MaxAbsScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -17,7 +19,6 @@ import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
 from skxclust._lloyd import lloyd
 from skxclust._warp_geometry import ward_merge
-from skxclust.nn.warp_solver import warp_log_volume
 from skxclust.nn.warps import make_warp_model, warp_images
 
 FAST = dict(n_steps=3, max_iter=5, n_landmarks=4)
@@ -202,18 +203,26 @@ def test_ward_merge_joins_the_closest_clusters_first():
 
 
 def test_score_is_the_laplace_log_evidence_of_the_rows(shapes, fitted):
+    # the distance from the public transform; the Occam factor from an independent
+    # Hessian (autograd, tests/_warp_reference.py) at the warp behind that distance
     X, _ = shapes
-    geometry = fitted._make_geometry(X.shape[1])
+    n, n_pixels = X.shape
+    labels = fitted.predict(X)
+    d = fitted.transform(X)[np.arange(n), labels] ** 2
     Xt, centers = torch.as_tensor(X), torch.as_tensor(fitted.cluster_centers_)
-    a = geometry.assign(Xt, centers)
-    volume = warp_log_volume(Xt, centers[a.labels], geometry.model(Xt), a.state,
-                             geometry._contrast(Xt), fitted.warp_penalty, fitted.affine_penalty)
+    _, warps = fitted._make_geometry(n_pixels).pair_warps(Xt, centers)
+    model = make_warp_model(fitted.image_shape_, fitted.n_landmarks, fitted.warp, torch.float64)
+    contrast = ((X - X.mean(1, keepdims=True)) ** 2).sum(1)  # the penalty's scale
+    pairs = [(Xt[i], centers[labels[i]], model, warps[i, labels[i]], float(contrast[i]),
+              fitted.warp_penalty, fitted.affine_penalty) for i in range(n)]
+    # these warps are the ones transform measured (energy to 1e-12 relative)
+    np.testing.assert_allclose([float(pair_energy(*pair)) for pair in pairs], d, rtol=1e-9)
+    volume = np.array([float(pair_log_volume(*pair)) for pair in pairs])
     s2 = fitted.noise_variance_
-    expected = (-a.distances / (2 * s2) - volume / 2 - X.shape[1] / 2 * np.log(2 * np.pi * s2))
-    assert fitted.score(X) == pytest.approx(float(expected.sum()), rel=1e-9)
-    w = np.arange(X.shape[0]) % 3
-    assert fitted.score(X, sample_weight=w) == pytest.approx(float(expected @ torch.as_tensor(
-        w, dtype=expected.dtype)), rel=1e-9)
+    expected = -d / (2 * s2) - volume / 2 - n_pixels / 2 * np.log(2 * np.pi * s2)
+    assert fitted.score(X) == pytest.approx(expected.sum(), rel=1e-9)
+    w = np.arange(n) % 3
+    assert fitted.score(X, sample_weight=w) == pytest.approx(expected @ w, rel=1e-9)
 
 
 def test_noise_variance_is_the_mean_energy_per_pixel_of_the_training_rows(shapes, fitted):
@@ -278,13 +287,30 @@ def test_pickle_round_trip_keeps_predictions(shapes, fitted):
 
 
 def test_grid_search_over_landmarks_and_learning_rate_in_a_pipeline(shapes):
+    # every cross-validated score is the estimator's own score of the held-out fold
     X, _ = shapes
-    st = SpatialTransformerKMeans(3, init="k-means", random_state=0, n_steps=3, max_iter=2)
+    st = SpatialTransformerKMeans(3, init="k-means++", random_state=0, n_steps=3, max_iter=2)
     pipe = Pipeline([("scale", MaxAbsScaler()), ("st", st)])
     grid = {"st__n_landmarks": [4, 9], "st__learning_rate": [0.01, 0.05]}
-    search = GridSearchCV(pipe, grid, cv=2).fit(X)
-    assert set(search.best_params_) == set(grid)
-    assert np.isfinite(search.best_score_)
+    folds = list(KFold(2).split(X))
+    search = GridSearchCV(pipe, grid, cv=folds).fit(X)
+    results = search.cv_results_
+    expected = np.empty((len(results["params"]), len(folds)))
+    for i, params in enumerate(results["params"]):
+        for j, (train, test) in enumerate(folds):
+            scale = MaxAbsScaler().fit(X[train])
+            model = clone(st).set_params(**{k.removeprefix("st__"): v for k, v in
+                                            params.items()}).fit(scale.transform(X[train]))
+            expected[i, j] = model.score(scale.transform(X[test]))
+    for j in range(len(folds)):
+        np.testing.assert_allclose(results[f"split{j}_test_score"], expected[:, j], rtol=1e-12)
+    np.testing.assert_allclose(results["mean_test_score"], expected.mean(1), rtol=1e-12)
+    assert search.best_index_ == np.argmax(expected.mean(1))
+    # the grid reaches the model: 4 and 9 landmarks score differently at each learning rate
+    by_landmarks = {lr: {p["st__n_landmarks"]: expected[i, 0] for i, p in
+                         enumerate(results["params"]) if p["st__learning_rate"] == lr}
+                    for lr in grid["st__learning_rate"]}
+    assert all(abs(sc[4] - sc[9]) > 1e-3 * abs(sc[4]) for sc in by_landmarks.values())
     assert search.predict(X).shape == (X.shape[0],)
 
 
