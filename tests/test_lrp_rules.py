@@ -114,7 +114,8 @@ def test_a_user_rule_object_works_through_explain(deep_model):
 def test_gamma_rule_through_explain_conserves_for_a_bias_free_net(deep_model):
     R = deep_model.explain(X_DIGITS[:30], rule=GammaRule(0.25))
     f = deep_model.decision_function(X_DIGITS[:30]).max(1)
-    assert np.median(np.abs(R.sum(1) - f) / np.abs(f)) <= 1e-3
+    # measured median 3.0e-9 (max 1.5e-8): the stabiliser epsilon=1e-9
+    assert np.median(np.abs(R.sum(1) - f) / np.abs(f)) <= 1e-7
 
 
 def test_explain_refuses_an_invalid_rule_naming_it(deep_model):
