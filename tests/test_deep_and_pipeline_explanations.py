@@ -83,6 +83,8 @@ def test_relevance_of_zero_features_after_relu_and_pool_is_not_lost(pool):
     rel_err = np.abs(km.explain(X_DIGITS).sum(1) - f) / np.abs(f)
     # measured medians 6.6e-10 (max pool) and 5.6e-9 (average pool)
     assert np.median(rel_err) <= 1e-7
+    # epsilon=0: those exactly-zero outputs pass nothing on (they gave NaN before)
+    assert np.all(np.isfinite(km.explain(X_DIGITS, epsilon=0.0)))
 
 
 @pytest.mark.parametrize("pool", POOLS)

@@ -39,6 +39,21 @@ def test_gamma_rule_conserves_relevance_through_a_bias_free_relu_net(gamma):
     torch.testing.assert_close(R.sum(1), out.sum(1), rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("rule", [EpsilonRule(0.0), ZPlusRule(0.0), GammaRule(0.5, 0.0)])
+def test_epsilon_zero_passes_no_relevance_through_an_exactly_zero_output(rule):
+    """epsilon=0 is allowed; an output of exactly 0 (here: a zero row into a bias-free
+    layer) has no input to pass its relevance to, which must give 0, not NaN."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2, bias=False).double()
+    a = torch.tensor([[0.0, 0.0, 0.0], [1.0, 2.0, 0.5]], dtype=torch.float64)
+    z = layer(a).detach()
+    R = rule.propagate(layer, a, torch.ones(2, 2, dtype=torch.float64))
+    assert torch.equal(R[0], torch.zeros(3, dtype=torch.float64))
+    if isinstance(rule, EpsilonRule):  # the rest is conserved exactly
+        torch.testing.assert_close(R[1].sum(), torch.tensor(2.0, dtype=torch.float64))
+        assert bool((z[1] != 0).all())
+
+
 @pytest.mark.parametrize("name, cls", [("epsilon", EpsilonRule), ("zplus", ZPlusRule)])
 def test_rule_names_and_rule_objects_give_identical_relevance(name, cls):
     net = relu_net(bias=True)

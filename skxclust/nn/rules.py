@@ -69,7 +69,11 @@ def gradient_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor,
     with torch.enable_grad():
         z = layer(a)
         sign = torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
-        s = (relevance / (z + epsilon * sign)).detach()
+        denominator = (z + epsilon * sign).detach()
+        # z == 0 with epsilon == 0 (e.g. a bias-free layer on an all-zero input): no input
+        # has a share of that output, so its relevance is not passed on (not 0 * inf = NaN)
+        zero = denominator == 0
+        s = torch.where(zero, 0.0, relevance / torch.where(zero, 1.0, denominator))
         (grad,) = torch.autograd.grad(z, a, grad_outputs=s)
     return (a * grad).detach()
 
