@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from conftest import requires_cuda
-from sklearn.metrics import adjusted_rand_score
 
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans
 
@@ -100,4 +99,5 @@ def test_a_model_fitted_on_cuda_loads_and_predicts_with_cuda_hidden(kind, tmp_pa
                     str(tmp_path / "X.npy"), str(tmp_path / "labels.npy")],
                    env=env, check=True, timeout=300)
     on_cpu = np.load(tmp_path / "labels.npy")
-    assert adjusted_rand_score(on_cpu, est.predict(X)) > 0.99
+    # the same model: the same labels, not a permutation of them
+    np.testing.assert_array_equal(on_cpu, est.predict(X))

@@ -7,19 +7,10 @@ import matplotlib
 import pytest
 import torch
 
-import skxclust
-
 matplotlib.use("Agg", force=True)
 import matplotlib.pyplot as plt  # noqa: E402
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
-# Examples written against estimators that are not exported yet are skipped, not failed.
-OPTIONAL_NAMES = ("SpatialTransformerKMeans",)
-
-
-def _missing_names(source: str) -> list[str]:
-    return [name for name in OPTIONAL_NAMES
-            if name in source and not hasattr(skxclust, name)]
 
 
 def test_there_are_gallery_examples():
@@ -28,9 +19,6 @@ def test_there_are_gallery_examples():
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_example_runs_in_quick_mode_and_draws_figures(path, monkeypatch):
-    missing = _missing_names(path.read_text())
-    if missing:
-        pytest.skip(f"skxclust does not export {', '.join(missing)} yet")
     monkeypatch.setenv("SKXCLUST_EXAMPLES_QUICK", "1")
     monkeypatch.chdir(path.parent)
     plt.close("all")

@@ -1,5 +1,7 @@
 """ExplainableKMeans inside scikit-learn tooling, and on CUDA when present."""
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -35,7 +37,15 @@ def test_clone_keeps_parameters_and_drops_fitted_state():
 def test_cuda_fit_matches_cpu_and_pickles_to_numpy():
     cpu = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu").fit(X)
     gpu = ExplainableKMeans(n_clusters=4, random_state=0, device="cuda").fit(X)
-    assert isinstance(gpu.cluster_centers_, np.ndarray)
+    np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
     np.testing.assert_allclose(gpu.cluster_centers_, cpu.cluster_centers_, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(gpu.explain(X), cpu.explain(X), rtol=1e-6, atol=1e-6)
-    assert torch.cuda.is_available()
+    loaded = pickle.loads(pickle.dumps(gpu))
+    fitted = {name: value for name, value in vars(loaded).items()
+              if name.endswith("_") and not name.startswith("_")}
+    assert "cluster_centers_" in fitted and "labels_" in fitted
+    for name, value in fitted.items():  # host values only: numpy arrays and Python scalars
+        assert not isinstance(value, torch.Tensor), name
+    assert isinstance(fitted["cluster_centers_"], np.ndarray)
+    np.testing.assert_array_equal(loaded.cluster_centers_, gpu.cluster_centers_)
+    np.testing.assert_array_equal(loaded.predict(X), gpu.predict(X))

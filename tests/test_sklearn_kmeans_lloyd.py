@@ -19,7 +19,10 @@ of ``tests/_sklearn_kmeans_helpers.py``. What changed in the tests here:
 - ``test_kmeans_verbose`` matches our iteration line ``Iteration N: inertia ...`` where
   scikit-learn prints ``Iteration N, inertia ...`` (the one documented wording
   difference; the convergence lines are scikit-learn's).
-- ``test_result_equal_in_diff_n_threads`` limits torch's threads instead of OpenMP's.
+- ``test_result_equal_in_diff_n_threads`` limits torch's threads instead of OpenMP's, lowers
+  the serial thresholds so that two threads really run (and checks that they did), adds a
+  case above the grain size of torch's parallel loops, and compares centroids, inertia
+  and iterations bitwise as well as the labels.
 """
 
 import re
@@ -44,6 +47,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import pairwise_distances, pairwise_distances_argmin
 from sklearn.utils._testing import assert_allclose, assert_array_equal
 
+from skxclust import _euclidean, _seeding
 from skxclust._euclidean import EuclideanGeometry
 from skxclust._geometry import Assignment
 from skxclust._relocation import farthest_for_empty, relocate_in_sums
@@ -320,18 +324,39 @@ def test_kmeans_empty_cluster_relocated(array_constr):
     assert_allclose(km.cluster_centers_, [[-1], [1]])
 
 
-def test_result_equal_in_diff_n_threads(global_random_seed):
+@pytest.mark.parametrize("shape", [(50, 10), (4000, 30)], ids=["sklearn", "above-grain"])
+def test_result_equal_in_diff_n_threads(global_random_seed, shape, monkeypatch):
     # Check that KMeans gives the same results in parallel mode than in sequential
-    # mode (scikit-learn limits OpenMP's threads; here torch's).
-    rnd = np.random.RandomState(global_random_seed)
-    X = rnd.normal(size=(50, 10))
+    # mode (scikit-learn limits OpenMP's threads; here torch's). Without the patch every
+    # pass of these loops is below the serial thresholds (skxclust._threads) and runs on
+    # one thread whatever torch's setting; the (4000, 30) case is also above the grain
+    # size of torch's parallel loops, so the element-wise ops split across the threads.
+    monkeypatch.setattr(_euclidean, "LLOYD_SERIAL_MACS", 0)
+    monkeypatch.setattr(_seeding, "LLOYD_SERIAL_MACS", 0)
+    seen = []
 
+    def spy_on(method):
+        def spy(self, *args):
+            seen.append(torch.get_num_threads())
+            return method(self, *args)
+        return spy
+
+    monkeypatch.setattr(EuclideanGeometry, "assign", spy_on(EuclideanGeometry.assign))
+    monkeypatch.setattr(EuclideanGeometry, "update", spy_on(EuclideanGeometry.update))
+    rnd = np.random.RandomState(global_random_seed)
+    X = rnd.normal(size=shape)
+
+    fits = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        seen.clear()
+        fits.append(KMeans(n_clusters=n_clusters, random_state=global_random_seed).fit(X))
+        assert seen and set(seen) == {threads}  # the Lloyd loop ran on that many threads
     torch.set_num_threads(1)
-    result_1 = KMeans(n_clusters=n_clusters, random_state=global_random_seed).fit(X).labels_
-    torch.set_num_threads(2)
-    result_2 = KMeans(n_clusters=n_clusters, random_state=global_random_seed).fit(X).labels_
-    torch.set_num_threads(1)
-    assert_array_equal(result_1, result_2)
+    one, two = fits
+    assert_array_equal(one.labels_, two.labels_)
+    assert_array_equal(one.cluster_centers_, two.cluster_centers_)  # bitwise
+    assert one.inertia_ == two.inertia_ and one.n_iter_ == two.n_iter_
 
 
 @pytest.mark.parametrize("array_constr", data_containers, ids=data_containers_ids)

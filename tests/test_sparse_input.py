@@ -170,6 +170,7 @@ def test_dask_array_of_sparse_blocks_streams_and_infers_but_fit_says_compute_it(
 
 
 @requires_cuda
+@pytest.mark.cuda
 def test_sparse_on_cuda_equals_dense_on_cpu(data):
     Xs, Xd = data
     cpu = _model().fit(Xd)

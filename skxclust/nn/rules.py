@@ -69,7 +69,11 @@ def gradient_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor,
     with torch.enable_grad():
         z = layer(a)
         sign = torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
-        s = (relevance / (z + epsilon * sign)).detach()
+        denominator = (z + epsilon * sign).detach()
+        # z == 0 with epsilon == 0 (e.g. a bias-free layer on an all-zero input): no input
+        # has a share of that output, so its relevance is not passed on (not 0 * inf = NaN)
+        zero = denominator == 0
+        s = torch.where(zero, 0.0, relevance / torch.where(zero, 1.0, denominator))
         (grad,) = torch.autograd.grad(z, a, grad_outputs=s)
     return (a * grad).detach()
 
@@ -84,14 +88,21 @@ def _modified_copy(layer: nn.Module, weight, bias) -> nn.Module:
     return out
 
 
+def _check_finite_non_negative(value, name: str) -> float:
+    """``value`` as a float: a real number (TypeError otherwise; bools and numeric strings
+    are not numbers here), finite and >= 0 (ValueError otherwise). Messages name ``name``
+    and the value."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a non-negative number, got {value!r}.")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
+    return float(value)
+
+
 def check_epsilon(epsilon) -> float:
     """The stabiliser ``epsilon`` of an LRP rule as a float: a real number (TypeError
     otherwise), finite and >= 0 (ValueError otherwise)."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
-        raise TypeError(f"epsilon must be a non-negative number, got {epsilon!r}.")
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}.")
-    return float(epsilon)
+    return _check_finite_non_negative(epsilon, "epsilon")
 
 
 class EpsilonRule:
@@ -190,10 +201,7 @@ class GammaRule:
     """
 
     def __init__(self, gamma: float = 0.25, epsilon: float = 1e-9):
-        gamma = float(gamma)
-        if not gamma >= 0 or gamma == float("inf"):
-            raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}.")
-        self.gamma = gamma
+        self.gamma = _check_finite_non_negative(gamma, "gamma")
         self.epsilon = check_epsilon(epsilon)
 
     def propagate(self, layer: nn.Module, a: torch.Tensor,
