@@ -16,7 +16,7 @@ from ._inference import empty_output
 from ._lloyd import lloyd
 from ._spatial_explain import WarpExplanationMixin
 from ._split_merge import split_merge
-from ._validation import resolve_image_shape
+from ._validation import make_generators, resolve_image_shape
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, ward_merge
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS
@@ -104,6 +104,28 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     screen_steps : int, default=3
         Full steps after which only the ``n_candidates`` best centroids of a sample are
         fitted further.
+    fine_steps : int or None, default=5
+        Coarse to fine in resolution: the affine steps and the first ``n_steps -
+        fine_steps`` full steps run on the sample and the centroid downsampled to half
+        the resolution (every axis of at least 20 pixels, e.g. 28 x 28 -> 14 x 14; a
+        warp means the same at both resolutions), the last ``fine_steps`` at full
+        resolution. The distance is always the full-resolution energy of the fitted warp.
+        Images too small for a coarse level (e.g. 8 x 8) and None run every step at full
+        resolution.
+    warp_dtype : {"float32", "float64"}, default="float32"
+        Precision of the warp fits, whatever the dtype of X. The distances (hence
+        ``predict``, ``transform``, ``score``), the evidence and the relevance of
+        :meth:`explain` are evaluated in the dtype of X for the fitted warps, so
+        relevance still sums to the evidence to the precision of X. "float64" solves in
+        double precision (about twice as slow).
+    subsample : int or None, default=5000
+        Above this many training rows, the initialisation, the Lloyd iterations and the
+        split–merge moves run on a random subset of ``subsample`` rows (drawn with
+        ``random_state``), followed by one Lloyd iteration over every row (assignment,
+        centroid update, assignment), so ``labels_`` is still ``predict(X)`` and the
+        cost of a fit grows by two alignment passes per extra row set rather than by
+        every iteration. Fits on at most ``subsample`` rows, and None, use every row in
+        every iteration.
     warp_penalty : float, default=0.5
         Weight of the TPS bending energy of the warp, relative to the sample's contrast
         ``||x - mean(x)||^2``. Larger values allow less bending.
@@ -241,6 +263,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
         "update_steps": [Interval(Integral, 0, None, closed="left")],
         "split_merge_moves": [Interval(Integral, 0, None, closed="left")],
+        "fine_steps": [None, Interval(Integral, 0, None, closed="left")],
+        "subsample": [None, Interval(Integral, 1, None, closed="left")],
+        "warp_dtype": [StrOptions({"float32", "float64"})],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
         "beta": [StrOptions({"auto"}), Interval(Real, 0, np.inf, closed="both")],
     }
@@ -261,6 +286,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         n_candidates=3,
         update_steps=0,
         split_merge_moves=2,
+        fine_steps=5,
+        warp_dtype="float32",
+        subsample=5000,
         init="k-means+merge",
         n_init="auto",
         max_iter=10,
@@ -284,6 +312,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         self.n_candidates = n_candidates
         self.update_steps = update_steps
         self.split_merge_moves = split_merge_moves
+        self.fine_steps = fine_steps
+        self.warp_dtype = warp_dtype
+        self.subsample = subsample
         self.init = init
         self.n_init = n_init
         self.max_iter = max_iter
@@ -307,7 +338,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             affine_steps=self.affine_steps, screen_steps=self.screen_steps,
             warp_penalty=self.warp_penalty, affine_penalty=self.affine_penalty,
             n_candidates=self.n_candidates, update_steps=self.update_steps,
-            batch_size=self.batch_size, verbose=self.verbose,
+            batch_size=self.batch_size, fine_steps=self.fine_steps,
+            warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
         )
 
     def _resolved_n_init(self) -> int:
@@ -351,6 +383,25 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             X, fallback, Assignment(group[labels], None), sample_weight
         )
         return merged
+
+    def _fit_in_memory(self, X, sw_np):
+        """The in-memory fit; above ``subsample`` rows, fitted on a random subset first,
+        then one Lloyd iteration over every row (see ``subsample``)."""
+        n_samples = X.shape[0]
+        if self.subsample is None or n_samples <= self.subsample:
+            return super()._fit_in_memory(X, sw_np)
+        Xt, sw, shift, geometry, tol = self._fit_frame(X, sw_np)
+        generator = make_generators(self.random_state, 2)[1]  # [0] seeds the first restart
+        rows = torch.randperm(n_samples, generator=generator)[:self.subsample].sort().values
+        rows = rows.to(Xt.device)
+        if self.verbose:
+            print(f"Fitting on a random subset of {self.subsample} of {n_samples} rows")
+        _, _, centers, n_iter = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol,
+                                                   X.dtype)
+        labels, inertia, centers, _ = lloyd(Xt, centers, geometry, sw, max_iter=1, tol=tol,
+                                            verbose=self.verbose,
+                                            desc=f"{type(self).__name__}.fit (all rows)")
+        return self._fit_result(Xt, shift, geometry, (labels, inertia, centers, n_iter + 1))
 
     def _refine_fit(self, X, sample_weight, geometry, tol, generator, fit):
         """Split–merge moves after the Lloyd iterations (see ``split_merge_moves``)."""

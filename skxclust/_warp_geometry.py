@@ -25,7 +25,8 @@ from .nn.centroid_update import (
     normal_sums,
     solve_normal_equations,
 )
-from .nn.warp_solver import fit_warps, warp_log_volume
+from .nn.pyramid import coarse_shape
+from .nn.warp_solver import fit_warps, pair_scale, warp_energy, warp_log_volume
 from .nn.warps import make_warp_model, unwarp_images
 
 __all__ = ["WarpGeometry", "euclidean_kmeans", "ward_merge"]
@@ -110,7 +111,7 @@ class WarpGeometry(Geometry):
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
-                 update_steps, batch_size, verbose=0):
+                 update_steps, batch_size, fine_steps=None, warp_dtype=None, verbose=0):
         self.image_shape = image_shape
         self.n_landmarks = n_landmarks
         self.transform = transform
@@ -123,18 +124,28 @@ class WarpGeometry(Geometry):
         self.n_candidates = n_candidates
         self.update_steps = update_steps
         self.batch_size = batch_size
+        self.fine_steps = fine_steps
+        self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
         self.verbose = verbose
         self._models: dict = {}
         self._last_distances = None  # (X, X._version, centers, (n, K) distances)
 
-    def model(self, X: torch.Tensor):
-        """The warp model for the dtype and device of ``X`` (built once)."""
-        key = (X.dtype, X.device)
+    def model(self, X: torch.Tensor, shape=None):
+        """The warp model for the dtype and device of ``X`` (built once), on the image
+        shape or on ``shape`` (the coarse level)."""
+        shape = tuple(self.image_shape) if shape is None else shape
+        key = (X.dtype, X.device, shape)
         if key not in self._models:
             self._models[key] = make_warp_model(
-                self.image_shape, self.n_landmarks, self.transform, X.dtype, X.device
+                shape, self.n_landmarks, self.transform, X.dtype, X.device
             )
         return self._models[key]
+
+    def coarse_model(self, X: torch.Tensor):
+        """The warp model of the coarse level (:mod:`skxclust.nn.pyramid`), or None when
+        the fits run at full resolution only (``fine_steps`` None or a small image)."""
+        shape = None if self.fine_steps is None else coarse_shape(tuple(self.image_shape))
+        return None if shape is None else self.model(X, shape)
 
     @staticmethod
     def _contrast(Xc: torch.Tensor) -> torch.Tensor:
@@ -166,13 +177,27 @@ class WarpGeometry(Geometry):
         warps : Tensor of shape (B, K, n_basis, ndim)
             The fitted warp parameters of every pair (see :class:`skxclust.nn.WarpModel`).
         """
-        return fit_warps(
-            X, centers, self.model(X), penalty=self._contrast(X),
+        contrast = self._contrast(X)
+        solve = X.dtype if self.warp_dtype is None else self.warp_dtype
+        Xs, Cs, penalty = X, centers, contrast
+        if solve != X.dtype:  # cast images of magnitude ~1: no overflow or underflow
+            scale = pair_scale(X, centers)  # (the fit is scale-invariant, see fit_warps)
+            Xs, Cs = (X / scale).to(solve), (centers / scale).to(solve)
+            penalty = (contrast / (scale * scale)).to(solve)
+        energies, warps = fit_warps(
+            Xs, Cs, self.model(Xs), penalty=penalty,
             bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
             n_steps=self.n_steps, affine_steps=self.affine_steps,
             n_candidates=self.n_candidates, screen_steps=self.screen_steps,
-            damping=1e-4 / self.learning_rate,
+            damping=1e-4 / self.learning_rate, coarse=self.coarse_model(Xs),
+            fine_steps=self.fine_steps,
         )
+        if solve == X.dtype:
+            return energies, warps
+        # the distances of the fitted warps, evaluated in the dtype of X
+        warps = warps.to(X.dtype)
+        return warp_energy(X, centers, self.model(X), warps, contrast, self.warp_penalty,
+                           self.affine_penalty), warps
 
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
         """Intra-op threads for this data: 1 for small chunks on the CPU, else unchanged."""

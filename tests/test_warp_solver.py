@@ -211,15 +211,7 @@ def test_penalty_splits_bending_from_pose_and_means_the_same_at_every_grid():
     assert plain[-1] / plain[0] > 2.5  # a plain ||delta||^2 grows with the landmarks
 
 
-# warp_log_volume takes log(penalty) per null direction of G (6 for images, 2 for signals)
-# that the redundant "affine+tps" parameters leave: -6 log(penalty) off at every penalty
-REDUNDANT = pytest.mark.xfail(strict=True, reason="affine+tps: the volume carries "
-                              "-n_null * log(penalty) from the null space of G")
-VOLUME_MODELS = [pytest.param(*m, marks=REDUNDANT) if m[1] == "affine+tps" else m
-                 for m in MODELS]
-
-
-@pytest.mark.parametrize("shape, transform, n_landmarks", VOLUME_MODELS)
+@pytest.mark.parametrize("shape, transform, n_landmarks", MODELS)
 def test_log_volume_is_the_log_determinant_ratio_of_an_autograd_hessian(shape, transform,
                                                                          n_landmarks):
     # Laplace's Occam factor from an independent computation: J by autograd of the

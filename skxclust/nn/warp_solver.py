@@ -36,9 +36,10 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_shape, check_warp_args
+from .pyramid import downsample_images
 from .warps import BILINEAR, ZEROS, WarpModel
 
-__all__ = ["fit_warps", "warp_energy", "warp_log_volume"]
+__all__ = ["fit_warps", "pair_scale", "warp_energy", "warp_log_volume"]
 
 
 def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,9 +115,11 @@ class _Pairs:
         # moves that coordinate of pixel p by basis[p, j], so J[n, (j, d), p] =
         # basis[p, j] slope[n, d, p] and J^T J is built from per-pixel slope products
         # against per-pixel basis products: one GEMM, no (N, m D, P) Jacobian.
+        # (N, 2, P), contiguous: the products below then run on unit-stride rows
         slope = slope.reshape(n_pairs, -1, 2).transpose(1, 2)
         if ndim == 1:
             slope = slope[:, self.model.axes[0]:self.model.axes[0] + 1]
+        slope = slope.contiguous()
         if ndim == 2:
             sx, sy = slope[:, 0], slope[:, 1]
             weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
@@ -130,7 +133,8 @@ class _Pairs:
         hess = torch.index_select(vals.reshape(n_pairs, -1), 1, coords.gather).reshape(
             n_pairs, size * ndim, size * ndim)
         res = residual.reshape(n_pairs, 1, -1)
-        grad = ((slope * res) @ coords.basis).transpose(1, 2).reshape(n_pairs, size * ndim)
+        grad = ((slope * res).reshape(n_pairs * ndim, -1) @ coords.basis).reshape(
+            n_pairs, ndim, size).transpose(1, 2).reshape(n_pairs, size * ndim)
         _, gv = _quadratic(flat, self.gram)
         penalty, pen_hess = self.weight[:, None] * gv, self.gram
         if coords.lift is not None:
@@ -142,7 +146,7 @@ class _Pairs:
 def _damped_steps(hess, grad, damping):
     """Solve ``(A + nu diag(A)) step = -b`` per pair (Cholesky, with a jitter fallback)."""
     diag = torch.diagonal(hess, dim1=-2, dim2=-1)
-    scale = diag.mean(-1, keepdim=True).clamp_min(1e-30)
+    scale = diag.mean(-1, keepdim=True).clamp_min(torch.finfo(diag.dtype).tiny)
     floor = 1e-9 * scale  # keeps flat directions (no image gradient, no penalty) solvable
     system = hess + torch.diag_embed(damping[:, None] * diag + floor)
     factor, info = torch.linalg.cholesky_ex(system)
@@ -193,6 +197,39 @@ def _per_pair(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torc
     return weight.to(like.dtype).reshape(n_samples).repeat(n_images)
 
 
+class _Level:
+    """The pairs of a chunk at one resolution: every (centroid, sample) pair or a subset.
+
+    ``weight`` is the per-pair penalty (K * B,), image-major, already scaled to the level.
+    """
+
+    def __init__(self, model: WarpModel, samples, centroids, weight, gram):
+        self.model = model
+        self.samples = samples  # (B, P_level)
+        self.images = centroids.reshape(centroids.shape[0], 1, *model.shape)
+        self.weight = weight
+        self.gram = gram
+        self.full = _Coordinates(model)
+        self.affine = None if model.affine_rows is None else \
+            _Coordinates(model, model.affine_rows)
+
+    def pairs(self, rows: torch.Tensor | None) -> _Pairs:
+        """All pairs (``rows`` None) or the pairs ``rows`` of the image-major list."""
+        if rows is None:
+            return _Pairs(self.images, self.samples[None], self.model, self.weight, self.gram)
+        n_samples = self.samples.shape[0]
+        return _Pairs(self.images[rows // n_samples], self.samples[rows % n_samples][:, None],
+                      self.model, self.weight[rows], self.gram)
+
+
+def _schedule(n_steps: int, switch: int, screen_at: int | None):
+    """The segments ``(first, last, on the coarse level)`` of the full-warp steps: cut
+    where the candidates are screened (after ``screen_at`` steps) and where the fit moves
+    from the coarse level to full resolution (after ``switch`` steps)."""
+    cuts = sorted({0, n_steps, switch} | ({screen_at} if screen_at is not None else set()))
+    return [(a, b, a < switch) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
 def fit_warps(
     samples: torch.Tensor,
     centroids: torch.Tensor,
@@ -206,13 +243,15 @@ def fit_warps(
     n_candidates: int | None = None,
     screen_steps: int = 0,
     damping: float = 1e-2,
+    coarse: WarpModel | None = None,
+    fine_steps: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The regularised warp of every centroid onto every sample of a chunk.
 
     Minimises ``||x_b - S(v) mu_k||^2 + penalty_b * v^T G v`` (``G`` =
     ``model.penalty_gram``) over ``v`` for each pair by Levenberg–Marquardt, starting
-    from the identity; the energy of a pair never rises from one step to the next.
-    Memory is O(B * K * P * n_params).
+    from the identity; the energy of a pair never rises from one step to the next at one
+    resolution. Memory is O(B * K * P * n_params).
 
     Parameters
     ----------
@@ -225,23 +264,34 @@ def fit_warps(
     n_steps : int, default=20
         Damped Gauss–Newton steps on all parameters (after the affine ones).
     affine_steps : int, default=5
-        Steps on the affine part of the warp first (coarse to fine); ignored for
+        Steps on the affine part of the warp first; ignored for
         ``model.transform == "affine"`` and when ``n_steps == 0`` (no warping: the
         identity).
     n_candidates : int, optional
         With ``screen_steps``: after the affine steps and ``screen_steps`` full steps, only
         the ``n_candidates`` lowest-energy centroids of each sample are fitted further; the
-        others keep the energy reached (an upper bound of their optimum).
+        others keep the warp reached (their energy, at full resolution, is an upper bound
+        of their optimum).
     screen_steps : int, default=0
     damping : float, default=1e-2
         Initial Levenberg–Marquardt damping :math:`\nu` of every pair (small: the first
         steps are Gauss–Newton steps; large: short gradient-like steps). It adapts per
         pair, so the fitted warps hardly depend on it.
+    coarse : WarpModel, optional
+        The same warp family on a coarser image shape (see :mod:`skxclust.nn.pyramid`):
+        with ``fine_steps``, the affine steps and the first ``n_steps - fine_steps`` full
+        steps run on the images downsampled to ``coarse.shape`` (the penalty scaled by the
+        ratio of pixel counts), the last ``fine_steps`` at full resolution. Warp
+        parameters mean the same at both resolutions.
+    fine_steps : int, optional
+        Full-resolution steps at the end; None (or no ``coarse``) runs every step at full
+        resolution.
 
     Returns
     -------
     energies : Tensor of shape (B, K)
-        The minimised energy of every pair (the deformation-invariant distance).
+        The minimised energy of every pair at full resolution (the deformation-invariant
+        distance).
     params : Tensor of shape (B, K, n_basis, D)
 
     Examples
@@ -259,36 +309,89 @@ def fit_warps(
     True
     """
     _check_pair_args(model, samples, centroids, penalty)
-    samples, centroids = samples.detach(), centroids.detach()
+    # The fit is scale-invariant (x and mu times c: the energy times c^2 when the penalty
+    # is too), so it runs on images of magnitude ~1, scaled by a power of two (exact).
+    scale = pair_scale(samples, centroids)
+    samples, centroids = samples.detach() / scale, centroids.detach() / scale
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
-    images = centroids.reshape(n_clusters, 1, *model.shape)
-    weight = _per_pair(penalty, n_samples, n_clusters, samples)
+    weight = _per_pair(penalty, n_samples, n_clusters, samples) / (scale * scale)
     gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
-    pairs = _Pairs(images, samples[None], model, weight, gram)
+    fine = _Level(model, samples, centroids, weight, gram)
+    switch = 0  # full steps taken on the coarse level
+    if coarse is not None and fine_steps is not None and 0 <= fine_steps < n_steps:
+        switch = n_steps - fine_steps
+        ratio = coarse.shape[0] * coarse.shape[1] / (model.shape[0] * model.shape[1])
+        low = _Level(coarse, downsample_images(samples, model.shape, coarse.shape),
+                     downsample_images(centroids, model.shape, coarse.shape),
+                     weight * ratio, gram)
+    first_level = low if switch else fine
     flat = samples.new_zeros(n_clusters * n_samples, model.n_params)
     damping = flat.new_full((flat.shape[0],), float(damping))
-    if model.affine_rows is not None and affine_steps > 0 and n_steps > 0:
-        coarse = _Coordinates(model, model.affine_rows)
-        _, flat, damping = _levenberg_marquardt(pairs, flat, affine_steps, coarse, damping)
-    coords = _Coordinates(model)
-    screen = (n_candidates is not None and n_candidates < n_clusters
-              and 0 <= screen_steps < n_steps)
-    first = screen_steps if screen else n_steps
-    energy, flat, damping = _levenberg_marquardt(pairs, flat, first, coords, damping)
-    if screen:
-        top = energy.reshape(n_clusters, n_samples).topk(n_candidates, dim=0, largest=False)
-        rows = (top.indices * n_samples
-                + torch.arange(n_samples, device=samples.device)).reshape(-1)
-        cluster_of, sample_of = rows // n_samples, rows % n_samples
-        kept = _Pairs(images[cluster_of], samples[sample_of][:, None], model, weight[rows],
-                      gram)
-        energy_kept, flat_kept, _ = _levenberg_marquardt(
-            kept, flat[rows], n_steps - first, coords, damping[rows])
-        energy, flat = energy.clone(), flat.clone()
-        energy[rows], flat[rows] = energy_kept, flat_kept
+    if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
+        _, flat, damping = _levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
+                                                first_level.affine, damping)
+    screen_at = screen_steps if (n_candidates is not None and n_candidates < n_clusters
+                                 and 0 <= screen_steps < n_steps) else None
+    energy = None  # of every pair, at the level of its last segment
+    rows = None  # the candidates once screened (None: every pair)
+    for first, last, on_coarse in _schedule(n_steps, switch, screen_at):
+        level = low if on_coarse else fine
+        if first == screen_at:
+            if energy is None:
+                energy = level.pairs(None).energy(flat)[0]
+            top = energy.reshape(n_clusters, n_samples).topk(n_candidates, dim=0,
+                                                             largest=False).indices
+            rows = (top * n_samples + torch.arange(n_samples, device=samples.device)
+                    ).reshape(-1)
+        if rows is None:
+            energy, flat, damping = _levenberg_marquardt(level.pairs(None), flat,
+                                                         last - first, level.full, damping)
+            continue
+        out = _levenberg_marquardt(level.pairs(rows), flat[rows], last - first, level.full,
+                                   damping[rows])
+        energy, flat, damping = energy.clone(), flat.clone(), damping.clone()
+        energy[rows], flat[rows], damping[rows] = out
+    if energy is None or fine_steps == 0 and switch:  # no step at full resolution
+        energy = fine.pairs(None).energy(flat)[0]
+    elif switch and screen_at is not None and screen_at < switch:
+        # the screened-out pairs stopped on the coarse level: their full-resolution energy
+        dropped = torch.ones(energy.shape[0], dtype=torch.bool, device=energy.device)
+        dropped[rows] = False
+        dropped = torch.nonzero(dropped)[:, 0]
+        energy = energy.clone()
+        energy[dropped] = fine.pairs(dropped).energy(flat[dropped])[0]
     shape = (n_clusters, n_samples, model.n_basis, model.ndim)
-    return (energy.reshape(n_clusters, n_samples).T.contiguous(),
+    return ((energy * (scale * scale)).reshape(n_clusters, n_samples).T.contiguous(),
             flat.reshape(shape).transpose(0, 1).contiguous())
+
+
+def pair_scale(samples: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
+    """The power of two nearest the largest magnitude of ``samples`` and ``centroids``.
+
+    Dividing both by it changes no rounding (a power of two) but keeps every product of
+    the warp fit far from overflow and underflow, whatever the scale of the data (1 for
+    all-zero images).
+
+    Parameters
+    ----------
+    samples : Tensor of shape (B, P)
+    centroids : Tensor of shape (K, P)
+
+    Returns
+    -------
+    Tensor of shape (), in the dtype of ``samples``
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.warp_solver import pair_scale
+    >>> float(pair_scale(torch.tensor([[3.0, -1.0]]), torch.zeros(2, 2)))
+    4.0
+    """
+    largest = torch.maximum(samples.detach().abs().amax(), centroids.detach().abs().amax())
+    _, exponent = torch.frexp(largest)
+    scale = torch.ldexp(torch.ones_like(largest), exponent)
+    return torch.where(largest > 0, scale, torch.ones_like(scale))
 
 
 def warp_energy(
@@ -407,11 +510,16 @@ def warp_log_volume(
         pairs.model = model
     _, residual = pairs.energy(flat)
     hess, _ = pairs.normal_system(flat, residual, _Coordinates(model))
-    eig_prior = torch.linalg.eigvalsh(gram)
+    # Both determinants on the range of G: parameters that move no pixel ("affine+tps"
+    # holds the affine maps twice) are in the null space of G and of J alike, and count
+    # in neither the prior nor the posterior volume.
+    eig_prior, vectors = torch.linalg.eigh(gram)
     floor = 1e-12 * eig_prior.abs().max().clamp_min(1e-300)
-    log_prior = torch.log(eig_prior.clamp_min(floor)).sum() \
-        + gram.shape[0] * torch.log(weight.clamp_min(1e-300))
-    eig_post = torch.linalg.eigvalsh(hess)
+    kept = eig_prior > floor
+    basis = vectors[:, kept]
+    log_prior = torch.log(eig_prior[kept]).sum() \
+        + basis.shape[1] * torch.log(weight.clamp_min(1e-300))
+    eig_post = torch.linalg.eigvalsh(basis.T @ hess @ basis)
     return torch.log(eig_post.clamp_min(floor)).sum(-1) - log_prior
 
 
