@@ -261,9 +261,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         "affine_steps": [Interval(Integral, 0, None, closed="left")],
         "screen_steps": [Interval(Integral, 0, None, closed="left")],
         "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
+        "screen_ratio": [None, Interval(Real, 1, None, closed="left")],
         "update_steps": [Interval(Integral, 0, None, closed="left")],
         "split_merge_moves": [Interval(Integral, 0, None, closed="left")],
-        "fine_steps": [None, Interval(Integral, 0, None, closed="left")],
+        "coarse_steps": [None, Interval(Integral, 0, None, closed="left")],
         "subsample": [None, Interval(Integral, 1, None, closed="left")],
         "warp_dtype": [StrOptions({"float32", "float64"})],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
@@ -283,10 +284,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         screen_steps=3,
         warp_penalty=0.5,
         affine_penalty=0.5,
-        n_candidates=3,
+        n_candidates=None,
+        screen_ratio=1.5,
         update_steps=0,
         split_merge_moves=2,
-        fine_steps=5,
+        coarse_steps=3,
         warp_dtype="float32",
         subsample=5000,
         init="k-means+merge",
@@ -310,9 +312,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         self.warp_penalty = warp_penalty
         self.affine_penalty = affine_penalty
         self.n_candidates = n_candidates
+        self.screen_ratio = screen_ratio
         self.update_steps = update_steps
         self.split_merge_moves = split_merge_moves
-        self.fine_steps = fine_steps
+        self.coarse_steps = coarse_steps
         self.warp_dtype = warp_dtype
         self.subsample = subsample
         self.init = init
@@ -338,7 +341,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             affine_steps=self.affine_steps, screen_steps=self.screen_steps,
             warp_penalty=self.warp_penalty, affine_penalty=self.affine_penalty,
             n_candidates=self.n_candidates, update_steps=self.update_steps,
-            batch_size=self.batch_size, fine_steps=self.fine_steps,
+            batch_size=self.batch_size, screen_ratio=self.screen_ratio,
+            coarse_steps=self.coarse_steps,
             warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
         )
 

@@ -111,7 +111,8 @@ class WarpGeometry(Geometry):
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
-                 update_steps, batch_size, fine_steps=None, warp_dtype=None, verbose=0):
+                 update_steps, batch_size, screen_ratio=None, coarse_steps=None,
+                 warp_dtype=None, verbose=0):
         self.image_shape = image_shape
         self.n_landmarks = n_landmarks
         self.transform = transform
@@ -124,7 +125,8 @@ class WarpGeometry(Geometry):
         self.n_candidates = n_candidates
         self.update_steps = update_steps
         self.batch_size = batch_size
-        self.fine_steps = fine_steps
+        self.screen_ratio = screen_ratio
+        self.coarse_steps = coarse_steps
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
         self.verbose = verbose
         self._models: dict = {}
@@ -143,8 +145,8 @@ class WarpGeometry(Geometry):
 
     def coarse_model(self, X: torch.Tensor):
         """The warp model of the coarse level (:mod:`skxclust.nn.pyramid`), or None when
-        the fits run at full resolution only (``fine_steps`` None or a small image)."""
-        shape = None if self.fine_steps is None else coarse_shape(tuple(self.image_shape))
+        the fits run at full resolution only (``coarse_steps`` None or a small image)."""
+        shape = None if self.coarse_steps is None else coarse_shape(tuple(self.image_shape))
         return None if shape is None else self.model(X, shape)
 
     @staticmethod
@@ -188,9 +190,10 @@ class WarpGeometry(Geometry):
             Xs, Cs, self.model(Xs), penalty=penalty,
             bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
             n_steps=self.n_steps, affine_steps=self.affine_steps,
-            n_candidates=self.n_candidates, screen_steps=self.screen_steps,
-            damping=1e-4 / self.learning_rate, coarse=self.coarse_model(Xs),
-            fine_steps=self.fine_steps,
+            n_candidates=self.n_candidates, screen_ratio=self.screen_ratio,
+            screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
+            coarse=self.coarse_model(Xs),
+            coarse_steps=self.coarse_steps or 0,
         )
         if solve == X.dtype:
             return energies, warps

@@ -222,6 +222,26 @@ class _Level:
                       self.model, self.weight[rows], self.gram)
 
 
+def _candidates(energy: torch.Tensor, n_candidates: int | None,
+                screen_ratio: float | None) -> torch.Tensor:
+    """Rows (image-major, into the K * B pairs) of the pairs a sample keeps fitting.
+
+    ``energy`` is (K, B). A centroid stays a candidate of a sample when its energy is at
+    most ``screen_ratio`` times the sample's lowest (``lowest + (ratio - 1) |lowest|``,
+    so the lowest itself always stays) and, with ``n_candidates``, when it is among the
+    ``n_candidates`` lowest.
+    """
+    keep = torch.ones_like(energy, dtype=torch.bool)
+    if screen_ratio is not None:
+        lowest = energy.min(dim=0, keepdim=True).values
+        keep &= energy <= lowest + (float(screen_ratio) - 1.0) * lowest.abs()
+    if n_candidates is not None:
+        top = torch.zeros_like(keep)
+        top.scatter_(0, energy.topk(n_candidates, dim=0, largest=False).indices, True)
+        keep &= top
+    return torch.nonzero(keep.reshape(-1))[:, 0]
+
+
 def _schedule(n_steps: int, switch: int, screen_at: int | None):
     """The segments ``(first, last, on the coarse level)`` of the full-warp steps: cut
     where the candidates are screened (after ``screen_at`` steps) and where the fit moves
@@ -241,10 +261,11 @@ def fit_warps(
     bending_weight: float = 1.0,
     affine_weight: float = 1.0,
     n_candidates: int | None = None,
+    screen_ratio: float | None = None,
     screen_steps: int = 0,
     damping: float = 1e-2,
     coarse: WarpModel | None = None,
-    fine_steps: int | None = None,
+    coarse_steps: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The regularised warp of every centroid onto every sample of a chunk.
 
@@ -268,10 +289,14 @@ def fit_warps(
         ``model.transform == "affine"`` and when ``n_steps == 0`` (no warping: the
         identity).
     n_candidates : int, optional
-        With ``screen_steps``: after the affine steps and ``screen_steps`` full steps, only
-        the ``n_candidates`` lowest-energy centroids of each sample are fitted further; the
+        Screening: after the affine steps and ``screen_steps`` full steps, only the
+        ``n_candidates`` lowest-energy centroids of each sample are fitted further; the
         others keep the warp reached (their energy, at full resolution, is an upper bound
         of their optimum).
+    screen_ratio : float, optional
+        Screening (with or without ``n_candidates``): only the centroids whose energy at
+        that point is at most ``screen_ratio`` (>= 1) times the sample's lowest are
+        fitted further; their number adapts to how clear the choice is.
     screen_steps : int, default=0
     damping : float, default=1e-2
         Initial Levenberg–Marquardt damping :math:`\nu` of every pair (small: the first
@@ -279,13 +304,11 @@ def fit_warps(
         pair, so the fitted warps hardly depend on it.
     coarse : WarpModel, optional
         The same warp family on a coarser image shape (see :mod:`skxclust.nn.pyramid`):
-        with ``fine_steps``, the affine steps and the first ``n_steps - fine_steps`` full
-        steps run on the images downsampled to ``coarse.shape`` (the penalty scaled by the
-        ratio of pixel counts), the last ``fine_steps`` at full resolution. Warp
-        parameters mean the same at both resolutions.
-    fine_steps : int, optional
-        Full-resolution steps at the end; None (or no ``coarse``) runs every step at full
-        resolution.
+        the affine steps and the first ``coarse_steps`` full steps then run on the images
+        downsampled to ``coarse.shape`` (the penalty scaled by the ratio of pixel counts),
+        the others at full resolution. Warp parameters mean the same at both resolutions.
+    coarse_steps : int, default=0
+        Full steps on the coarse level (with ``coarse``).
 
     Returns
     -------
@@ -317,49 +340,50 @@ def fit_warps(
     weight = _per_pair(penalty, n_samples, n_clusters, samples) / (scale * scale)
     gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
     fine = _Level(model, samples, centroids, weight, gram)
-    switch = 0  # full steps taken on the coarse level
-    if coarse is not None and fine_steps is not None and 0 <= fine_steps < n_steps:
-        switch = n_steps - fine_steps
+    switch, first_level = 0, fine  # full steps on the coarse level, level of the first
+    if coarse is not None:
+        switch = min(coarse_steps, n_steps)
         ratio = coarse.shape[0] * coarse.shape[1] / (model.shape[0] * model.shape[1])
-        low = _Level(coarse, downsample_images(samples, model.shape, coarse.shape),
-                     downsample_images(centroids, model.shape, coarse.shape),
-                     weight * ratio, gram)
-    first_level = low if switch else fine
+        low = first_level = _Level(
+            coarse, downsample_images(samples, model.shape, coarse.shape),
+            downsample_images(centroids, model.shape, coarse.shape), weight * ratio, gram)
     flat = samples.new_zeros(n_clusters * n_samples, model.n_params)
     damping = flat.new_full((flat.shape[0],), float(damping))
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
         _, flat, damping = _levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
                                                 first_level.affine, damping)
-    screen_at = screen_steps if (n_candidates is not None and n_candidates < n_clusters
+    capped = n_candidates is not None and n_candidates < n_clusters
+    screen_at = screen_steps if ((capped or screen_ratio is not None)
                                  and 0 <= screen_steps < n_steps) else None
-    energy = None  # of every pair, at the level of its last segment
-    rows = None  # the candidates once screened (None: every pair)
+    energy, rows = None, None  # energy of every pair; the candidates once screened
+    coarse_energy = coarse_candidates = False  # those energies are coarse-level ones
     for first, last, on_coarse in _schedule(n_steps, switch, screen_at):
         level = low if on_coarse else fine
         if first == screen_at:
             if energy is None:
-                energy = level.pairs(None).energy(flat)[0]
-            top = energy.reshape(n_clusters, n_samples).topk(n_candidates, dim=0,
-                                                             largest=False).indices
-            rows = (top * n_samples + torch.arange(n_samples, device=samples.device)
-                    ).reshape(-1)
+                energy, coarse_energy = level.pairs(None).energy(flat)[0], on_coarse
+            rows = _candidates(energy.reshape(n_clusters, n_samples),
+                               n_candidates if capped else None, screen_ratio)
         if rows is None:
             energy, flat, damping = _levenberg_marquardt(level.pairs(None), flat,
                                                          last - first, level.full, damping)
+            coarse_energy = on_coarse
             continue
         out = _levenberg_marquardt(level.pairs(rows), flat[rows], last - first, level.full,
                                    damping[rows])
         energy, flat, damping = energy.clone(), flat.clone(), damping.clone()
         energy[rows], flat[rows], damping[rows] = out
-    if energy is None or fine_steps == 0 and switch:  # no step at full resolution
+        coarse_candidates = on_coarse
+    if energy is None:  # no step at all: the identity
         energy = fine.pairs(None).energy(flat)[0]
-    elif switch and screen_at is not None and screen_at < switch:
-        # the screened-out pairs stopped on the coarse level: their full-resolution energy
-        dropped = torch.ones(energy.shape[0], dtype=torch.bool, device=energy.device)
-        dropped[rows] = False
-        dropped = torch.nonzero(dropped)[:, 0]
+    # pairs whose last energy is a coarse-level one get their full-resolution energy
+    redo = torch.full_like(energy, coarse_energy, dtype=torch.bool)
+    if rows is not None:
+        redo[rows] = coarse_candidates
+    if coarse_energy or coarse_candidates:
+        redo = torch.nonzero(redo)[:, 0]
         energy = energy.clone()
-        energy[dropped] = fine.pairs(dropped).energy(flat[dropped])[0]
+        energy[redo] = fine.pairs(redo).energy(flat[redo])[0]
     shape = (n_clusters, n_samples, model.n_basis, model.ndim)
     return ((energy * (scale * scale)).reshape(n_clusters, n_samples).T.contiguous(),
             flat.reshape(shape).transpose(0, 1).contiguous())
