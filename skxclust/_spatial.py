@@ -102,16 +102,18 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Levenberg–Marquardt steps on the affine part of the warp before the full warp
         (coarse to fine; ignored for ``warp="affine"``).
     screen_steps : int, default=3
-        Full steps after which only the ``n_candidates`` best centroids of a sample are
-        fitted further.
-    fine_steps : int or None, default=5
-        Coarse to fine in resolution: the affine steps and the first ``n_steps -
-        fine_steps`` full steps run on the sample and the centroid downsampled to half
-        the resolution (every axis of at least 20 pixels, e.g. 28 x 28 -> 14 x 14; a
-        warp means the same at both resolutions), the last ``fine_steps`` at full
-        resolution. The distance is always the full-resolution energy of the fitted warp.
-        Images too small for a coarse level (e.g. 8 x 8) and None run every step at full
-        resolution.
+        Full steps after which the screening (``screen_ratio``, ``n_candidates``)
+        decides which centroids of a sample are fitted further.
+    coarse_steps : int or None, default=3
+        Coarse to fine in resolution: the affine steps and the first ``coarse_steps``
+        full steps of every pair run on the sample and the centroid downsampled to half
+        the resolution (when every axis keeps at least 10 pixels, e.g. 28 x 28 -> 14 x
+        14; a warp means the same at both resolutions), the remaining ``n_steps -
+        coarse_steps`` at full resolution. With the default screening after the same 3
+        steps, every pair's pose and the choice of candidates come from the coarse level
+        and only the candidates are fitted at full resolution. The distance is always the
+        full-resolution energy of the fitted warp. None (and images too small for a
+        coarse level, e.g. 8 x 8) runs every step at full resolution.
     warp_dtype : {"float32", "float64"}, default="float32"
         Precision of the warp fits, whatever the dtype of X. The distances (hence
         ``predict``, ``transform``, ``score``), the evidence and the relevance of
@@ -133,13 +135,20 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,
         rotations, scalings and shears.
-    n_candidates : int or None, default=3
+    n_candidates : int or None, default=None
+        Screening: after the affine steps and ``screen_steps`` full steps, at most this
+        many centroids (those of lowest energy) keep being fitted for a sample. None: no
+        cap (``screen_ratio`` alone decides).
+    screen_ratio : float or None, default=1.5
         Screening: after the affine steps and ``screen_steps`` full steps, only the
-        ``n_candidates`` centroids with the lowest energy keep being fitted for a sample
-        (their fits are unchanged by the screening); the others keep the energy reached,
-        an upper bound of their optimum. None fits every pair fully. :meth:`predict`,
-        :meth:`transform`, :meth:`score`, :meth:`decision_function` and :meth:`explain`
-        all use the same fits, so ``transform(X).argmin(1) == predict(X)``.
+        centroids whose energy is at most ``screen_ratio`` times the sample's lowest keep
+        being fitted (their fits are unchanged by the screening); the others keep the
+        warp reached, whose distance is an upper bound of their optimum. The number of
+        candidates adapts to the sample: 1.6 on average on MNIST-5k with 10 clusters,
+        more where the choice is close. With ``screen_ratio`` and ``n_candidates`` both
+        None every pair is fitted fully. :meth:`predict`, :meth:`transform`,
+        :meth:`score`, :meth:`decision_function` and :meth:`explain` all use the same
+        fits, so ``transform(X).argmin(1) == predict(X)``.
     update_steps : int, default=0
         Conjugate-gradient steps towards the least-squares centroid for fixed warps; 0 keeps
         the better (lower distortion) of the previous centroid and the adjoint-weighted
@@ -213,8 +222,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
 
     Notes
     -----
-    Computation runs in the dtype of X: pass float32 images for speed. :meth:`transform`
-    returns ``sqrt`` of the penalised warped distances. :meth:`score` is the Laplace
+    The warp fits run in ``warp_dtype`` (float32 by default, whatever the dtype of X);
+    distances, centroids, evidence and relevance are computed in the dtype of X for the
+    fitted warps, and float64 X gives float64 outputs. :meth:`transform` returns ``sqrt``
+    of the penalised warped distances. :meth:`score` is the Laplace
     log-evidence of the rows (see :meth:`score`), not minus the distortion: distortion
     always falls as the warp gets more freedom, so it cannot compare ``n_landmarks`` or
     ``warp`` settings, while the evidence charges each setting for the warp parameters the
@@ -282,15 +293,15 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         n_steps=20,
         affine_steps=5,
         screen_steps=3,
+        coarse_steps=3,
+        warp_dtype="float32",
+        subsample=5000,
         warp_penalty=0.5,
         affine_penalty=0.5,
         n_candidates=None,
         screen_ratio=1.5,
         update_steps=0,
         split_merge_moves=2,
-        coarse_steps=3,
-        warp_dtype="float32",
-        subsample=5000,
         init="k-means+merge",
         n_init="auto",
         max_iter=10,

@@ -30,6 +30,7 @@ from ._base import fitted_beta
 from ._dask import blockwise
 from ._inference import empty_output
 from ._progress import track
+from ._threads import torch_threads
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
@@ -57,10 +58,12 @@ class WarpExplanationMixin:
         arg-max of the evidence is the predicted label.
         """
         chunks = geometry.chunks(Xt.shape[0])
-        for sl in track(chunks, desc=type(self).__name__, unit="rows",
-                        sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
-            losses, warps = geometry.pair_warps(Xt[sl], centers)
-            yield sl, losses, warps
+        # the threads of predict and transform: float32 warp fits round with them
+        with torch_threads(geometry.lloyd_threads(Xt, centers)):
+            for sl in track(chunks, desc=type(self).__name__, unit="rows",
+                            sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
+                losses, warps = geometry.pair_warps(Xt[sl], centers)
+                yield sl, losses, warps
 
     def _statistics_rows(self, n_samples: int) -> np.ndarray:
         """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,

@@ -380,8 +380,8 @@ def fit_warps(
     redo = torch.full_like(energy, coarse_energy, dtype=torch.bool)
     if rows is not None:
         redo[rows] = coarse_candidates
-    if coarse_energy or coarse_candidates:
-        redo = torch.nonzero(redo)[:, 0]
+    redo = torch.nonzero(redo)[:, 0]
+    if redo.numel():
         energy = energy.clone()
         energy[redo] = fine.pairs(redo).energy(flat[redo])[0]
     shape = (n_clusters, n_samples, model.n_basis, model.ndim)
