@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -203,9 +204,41 @@ class WarpGeometry(Geometry):
                            self.affine_penalty), warps
 
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
-        """Intra-op threads for this data: 1 for small chunks on the CPU, else unchanged."""
-        terms = min(self.batch_size, X.shape[0]) * centers.shape[0] * X.shape[1]
+        """Threads for this data: 1 for small chunks on the CPU, else unchanged (see
+        :meth:`map_chunks`). ``centers`` is (K, D) or (R, K, D)."""
+        terms = min(self.batch_size, X.shape[0]) * centers.shape[-2] * X.shape[1]
         return 1 if X.device.type == "cpu" and terms < self.serial_below else None
+
+    def map_chunks(self, fn, X: torch.Tensor, *, desc: str) -> list:
+        """``[fn(rows) for rows in self.chunks(len(X))]``, the chunks spread over threads.
+
+        On the CPU the chunks run in ``torch.get_num_threads()`` Python threads (one when
+        :meth:`lloyd_threads` holds small data to one), each chunk with a single torch
+        intra-op thread: the warp fit of a chunk is hundreds of small operations, which a
+        second intra-op thread speeds up 1.3x on 2 cores, while two chunks at a time run
+        1.9x faster (torch releases the GIL). Every chunk runs single-threaded whatever
+        the thread count, so the results do not depend on it. On a GPU the chunks run one
+        after the other.
+        """
+        chunks = self.chunks(X.shape[0])
+        sizes = [c.stop - c.start for c in chunks]
+        cpu = X.device.type == "cpu"
+        workers = min(torch.get_num_threads(), len(chunks)) if cpu else 1
+        for dtype in {X.dtype, self.warp_dtype or X.dtype}:  # build the models up front
+            model = self.model(X.new_empty(0, dtype=dtype))
+            self.coarse_model(model.basis)
+
+        def run(rows):
+            with torch_threads(1 if cpu else None):
+                return fn(rows)
+
+        if workers <= 1:
+            return [run(rows) for rows in track(chunks, desc=desc, unit="rows", sizes=sizes,
+                                                verbose=self.verbose)]
+        with ThreadPoolExecutor(workers, thread_name_prefix="skxclust-warp") as pool:
+            futures = [pool.submit(run, rows) for rows in chunks]
+            return [future.result() for future in track(futures, desc=desc, unit="rows",
+                                                        sizes=sizes, verbose=self.verbose)]
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Deformation-invariant squared distances, shape (n, K).
@@ -219,9 +252,9 @@ class WarpGeometry(Geometry):
         if (memo is not None and memo[0] is X and memo[1] == X._version
                 and memo[2].shape == centers.shape and torch.equal(memo[2], centers)):
             return memo[3]  # what the last assign of the same rows and centroids computed
-        chunks = self.chunks(X.shape[0])
         with torch_threads(self.lloyd_threads(X, centers)):
-            return torch.cat([self.pair_warps(X[sl], centers)[0] for sl in chunks])
+            return torch.cat(self.map_chunks(lambda rows: self.pair_warps(X[rows], centers)[0],
+                                             X, desc="SpatialTransformerKMeans: aligning"))
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         """Labels, distances and the warp of every sample to its assigned centroid."""
@@ -236,13 +269,14 @@ class WarpGeometry(Geometry):
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
         params = X.new_empty(n, model.n_basis, model.ndim)
         distances = X.new_empty(n, centers.shape[0])
-        chunks = self.chunks(n)
-        for sl in track(chunks, desc="SpatialTransformerKMeans: aligning", unit="rows",
-                        sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
-            losses, warps = self.pair_warps(X[sl], centers)
-            distances[sl] = losses
-            dists[sl], labels[sl] = losses.min(dim=1)
-            params[sl] = warps[torch.arange(warps.shape[0], device=X.device), labels[sl]]
+
+        def chunk(rows):  # each chunk writes its own rows
+            losses, warps = self.pair_warps(X[rows], centers)
+            distances[rows] = losses
+            dists[rows], labels[rows] = losses.min(dim=1)
+            params[rows] = warps[torch.arange(warps.shape[0], device=X.device), labels[rows]]
+
+        self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning")
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
                   f"in {time.perf_counter() - t0:.1f}s")
@@ -263,11 +297,11 @@ class WarpGeometry(Geometry):
         model = self.model(X)
         contrast = self._contrast(X)
         with torch_threads(self.lloyd_threads(X, centers)):
-            volume = torch.cat([
-                warp_log_volume(X[sl], centers[assignment.labels[sl]], model,
-                                assignment.state[sl], contrast[sl], self.warp_penalty,
-                                self.affine_penalty)
-                for sl in self.chunks(X.shape[0])])
+            volume = torch.cat(self.map_chunks(
+                lambda rows: warp_log_volume(X[rows], centers[assignment.labels[rows]], model,
+                                             assignment.state[rows], contrast[rows],
+                                             self.warp_penalty, self.affine_penalty),
+                X, desc="SpatialTransformerKMeans: evidence"))
         s2 = float(noise_variance)
         return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
                 - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))
@@ -329,5 +363,6 @@ class WarpGeometry(Geometry):
         """Each sample resampled into the frame of its centroid, shape (n, P)."""
         model = self.model(X)
         with torch_threads(self.lloyd_threads(X, X[:1])):
-            return torch.cat([unwarp_images(X[sl], model, assignment.state[sl])
-                              for sl in self.chunks(X.shape[0])])
+            return torch.cat(self.map_chunks(
+                lambda rows: unwarp_images(X[rows], model, assignment.state[rows]), X,
+                desc="SpatialTransformerKMeans: aligning"))

@@ -88,6 +88,15 @@ class _Pairs:
         self.weight = weight  # (G * M,)
         self.gram = gram  # (n_params, n_params)
 
+    def select(self, rows: torch.Tensor) -> _Pairs:
+        """The pairs ``rows`` (into the image-major ``G * M`` list), one image each."""
+        n_warps = self.weight.shape[0] // self.images.shape[0]
+        image, warp = rows // n_warps, rows % n_warps
+        pixels = self.targets.shape[-1]
+        targets = self.targets.expand(self.images.shape[0], n_warps, pixels)[image, warp]
+        return _Pairs(self.images[image], targets[:, None], self.model, self.weight[rows],
+                      self.gram)
+
     def _grid(self, flat):
         """Sampling grids of the warps ``flat`` (N, n_params), shape (G, M * H, W, 2)."""
         grid = torch.addmm(self.model.flat_points, flat, self.model.flat_basis)
@@ -162,10 +171,14 @@ def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, 
     the per-warp damping ``damping`` (N,).
 
     Returns the final energies (N,), parameters (N, n_params) and damping (N,).
+
+    A rejected step leaves a warp where it was, so its normal system is kept and only the
+    warps that moved get a new one (about half of them late in a fit).
     """
     energy, residual = pairs.energy(flat)
-    for _ in range(steps):
+    if steps > 0:
         hess, grad = pairs.normal_system(flat, residual, coords)
+    for step_index in range(steps):
         step = _damped_steps(hess, grad, damping)
         if coords.lift is not None:
             step = step @ coords.lift.T
@@ -177,6 +190,14 @@ def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, 
         residual = torch.where(better.reshape(residual.shape[0], -1, 1), trial_residual,
                                residual)
         damping = torch.where(better, damping * 0.3, damping * 10.0).clamp(1e-7, 1e7)
+        if step_index + 1 == steps:
+            break
+        moved = torch.nonzero(better)[:, 0]
+        if moved.numel() == better.numel():
+            hess, grad = pairs.normal_system(flat, residual, coords)
+        elif moved.numel():
+            hess[moved], grad[moved] = pairs.select(moved).normal_system(
+                flat[moved], residual.reshape(better.numel(), -1)[moved], coords)
     return energy, flat, damping
 
 
