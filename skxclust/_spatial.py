@@ -353,7 +353,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             warp_penalty=self.warp_penalty, affine_penalty=self.affine_penalty,
             n_candidates=self.n_candidates, update_steps=self.update_steps,
             batch_size=self.batch_size, screen_ratio=self.screen_ratio,
-            coarse_steps=self.coarse_steps,
+            coarse_steps=self.coarse_steps, n_clusters=self.n_clusters,
             warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
         )
 

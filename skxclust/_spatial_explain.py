@@ -59,7 +59,7 @@ class WarpExplanationMixin:
         """
         with torch_threads(geometry.lloyd_threads(Xt, centers)):
             geometry.map_chunks(lambda rows: fn(rows, *geometry.pair_warps(Xt[rows], centers)),
-                                Xt, desc=type(self).__name__)
+                                Xt, desc=type(self).__name__, n_centers=centers.shape[0])
 
     def _statistics_rows(self, n_samples: int) -> np.ndarray:
         """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,

@@ -113,7 +113,7 @@ class WarpGeometry(Geometry):
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
                  update_steps, batch_size, screen_ratio=None, coarse_steps=None,
-                 warp_dtype=None, verbose=0):
+                 warp_dtype=None, n_clusters=None, verbose=0):
         self.image_shape = image_shape
         self.n_landmarks = n_landmarks
         self.transform = transform
@@ -126,6 +126,7 @@ class WarpGeometry(Geometry):
         self.n_candidates = n_candidates
         self.update_steps = update_steps
         self.batch_size = batch_size
+        self.n_clusters = n_clusters  # of the model: sets the pairs per chunk (map_chunks)
         self.screen_ratio = screen_ratio
         self.coarse_steps = coarse_steps
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
@@ -209,8 +210,15 @@ class WarpGeometry(Geometry):
         terms = min(self.batch_size, X.shape[0]) * centers.shape[-2] * X.shape[1]
         return 1 if X.device.type == "cpu" and terms < self.serial_below else None
 
-    def map_chunks(self, fn, X: torch.Tensor, *, desc: str) -> list:
-        """``[fn(rows) for rows in self.chunks(len(X))]``, the chunks spread over threads.
+    def map_chunks(self, fn, X: torch.Tensor, *, desc: str, n_centers: int | None = None
+                   ) -> list:
+        """``[fn(rows) for rows in chunks]``, the chunks of rows spread over threads.
+
+        A chunk holds ``batch_size`` rows when the rows are fitted against ``n_clusters``
+        centroids, and as many more or fewer as keeps ``rows * n_centers`` at ``batch_size
+        * n_clusters`` pairs (memory stays O(batch_size * n_clusters * P); the two-centroid
+        fits of the split–merge moves then share the fixed cost of a call among 5x more
+        rows). Without ``n_centers``: ``batch_size`` rows.
 
         On the CPU the chunks run in ``torch.get_num_threads()`` Python threads (one when
         :meth:`lloyd_threads` holds small data to one), each chunk with a single torch
@@ -220,7 +228,11 @@ class WarpGeometry(Geometry):
         the thread count, so the results do not depend on it. On a GPU the chunks run one
         after the other.
         """
-        chunks = self.chunks(X.shape[0])
+        step = self.batch_size
+        if n_centers is not None and self.n_clusters is not None:
+            step = max(1, self.batch_size * self.n_clusters // max(n_centers, 1))
+        n = X.shape[0]
+        chunks = [slice(i, min(i + step, n)) for i in range(0, n, step)]
         sizes = [c.stop - c.start for c in chunks]
         cpu = X.device.type == "cpu"
         workers = min(torch.get_num_threads(), len(chunks)) if cpu else 1
@@ -254,7 +266,8 @@ class WarpGeometry(Geometry):
             return memo[3]  # what the last assign of the same rows and centroids computed
         with torch_threads(self.lloyd_threads(X, centers)):
             return torch.cat(self.map_chunks(lambda rows: self.pair_warps(X[rows], centers)[0],
-                                             X, desc="SpatialTransformerKMeans: aligning"))
+                                             X, desc="SpatialTransformerKMeans: aligning",
+                                             n_centers=centers.shape[0]))
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         """Labels, distances and the warp of every sample to its assigned centroid."""
@@ -276,7 +289,8 @@ class WarpGeometry(Geometry):
             dists[rows], labels[rows] = losses.min(dim=1)
             params[rows] = warps[torch.arange(warps.shape[0], device=X.device), labels[rows]]
 
-        self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning")
+        self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning",
+                        n_centers=centers.shape[0])
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
                   f"in {time.perf_counter() - t0:.1f}s")

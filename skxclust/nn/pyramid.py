@@ -16,6 +16,8 @@ which keeps the balance of data and penalty, hence the optimum, nearly the same.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ._checks import check_shape
@@ -56,6 +58,7 @@ def coarse_shape(shape: tuple[int, int], min_side: int = MIN_COARSE_SIDE
     return halved
 
 
+@functools.lru_cache(maxsize=32)
 def _tent_matrix(n: int, m: int, dtype, device) -> torch.Tensor:
     """(m, n) weights of ``m`` evenly spaced samples of ``n`` pixels on ``[-1, 1]``.
 
@@ -99,7 +102,7 @@ def downsample_images(images: torch.Tensor, shape: tuple[int, int],
     """
     height, width = (int(s) for s in shape)
     check_shape(images, "images", "(N, P)", P=(height * width, "H * W"))
-    rows = _tent_matrix(height, coarse[0], images.dtype, images.device)
+    rows = _tent_matrix(height, coarse[0], images.dtype, images.device)  # cached, read-only
     cols = _tent_matrix(width, coarse[1], images.dtype, images.device)
     out = rows @ images.reshape(-1, height, width) @ cols.T
     return out.reshape(images.shape[0], coarse[0] * coarse[1])

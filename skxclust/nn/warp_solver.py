@@ -78,6 +78,15 @@ class _Coordinates:
             self.lift = torch.kron(rows.to(basis.dtype), eye)
 
 
+def _coordinates(model: WarpModel, affine: bool) -> _Coordinates:
+    """The coordinates of all the parameters or of the affine ones, built once per model
+    (in ``model.cache``)."""
+    key = ("coordinates", affine)
+    if key not in model.cache:
+        model.cache[key] = _Coordinates(model, model.affine_rows if affine else None)
+    return model.cache[key]
+
+
 class _Pairs:
     """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P)."""
 
@@ -230,9 +239,8 @@ class _Level:
         self.images = centroids.reshape(centroids.shape[0], 1, *model.shape)
         self.weight = weight
         self.gram = gram
-        self.full = _Coordinates(model)
-        self.affine = None if model.affine_rows is None else \
-            _Coordinates(model, model.affine_rows)
+        self.full = _coordinates(model, affine=False)
+        self.affine = None if model.affine_rows is None else _coordinates(model, affine=True)
 
     def pairs(self, rows: torch.Tensor | None) -> _Pairs:
         """All pairs (``rows`` None) or the pairs ``rows`` of the image-major list."""
@@ -574,4 +582,5 @@ def _model_as(model: WarpModel, dtype) -> WarpModel:
     out.__dict__.update({name: value.to(dtype) if isinstance(value, torch.Tensor)
                          and value.is_floating_point() else value
                          for name, value in model.__dict__.items()})
+    out.cache = {}  # derived in the other dtype
     return out
