@@ -160,7 +160,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         After the Lloyd iterations of an in-memory :meth:`fit`, up to this many
         split–merge moves: one cluster is removed (its members go to their second-nearest
         centroid) and another split in two, when the split gains more distortion than the
-        removal costs; Lloyd iterations (``max_iter // 2``) follow, and the move is kept
+        removal costs; Lloyd iterations (``max_iter``) follow, and the move is kept
         only if the distortion falls. This repairs fits that put two shapes in one cluster
         and one shape in two, which Lloyd iterations cannot undo. 0 turns it off (as do
         dask and streaming fits, which have no such moves).
@@ -174,8 +174,12 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     n_init : "auto" or int, default="auto"
         Number of initialisations; the run with the lowest distortion is kept (no labels
         are used). "auto" is 10 for "random" and 1 otherwise.
-    max_iter : int, default=10
-        Maximum number of Lloyd iterations per init.
+    max_iter : int, default=5
+        Maximum number of Lloyd iterations per init (and after each split–merge move).
+        The training accuracy of a MNIST-5k fit settles after 2 or 3 iterations while the
+        distortion keeps falling by a fraction of a percent per iteration, so a run
+        usually stops here: held-out accuracy over 5 splits was the same with 10
+        iterations (see the user guide), at half the time.
     tol : float, default=1e-4
         Relative tolerance on the centroid shift (scaled by the mean feature variance).
     batch_size : int, default=64
@@ -304,7 +308,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         split_merge_moves=2,
         init="k-means+merge",
         n_init="auto",
-        max_iter=10,
+        max_iter=5,
         tol=1e-4,
         batch_size=64,
         device="auto",
@@ -424,7 +428,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             return fit
         return split_merge(
             X, sample_weight, geometry, fit, tol=tol, max_moves=self.split_merge_moves,
-            max_iter=max(1, self.max_iter // 2), generator=generator,
+            max_iter=self.max_iter, generator=generator,
             seed_centers=lambda Xc, k, w, g: euclidean_kmeans(Xc, k, w, g, n_runs=3),
             verbose=self.verbose)
 

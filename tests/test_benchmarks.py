@@ -95,6 +95,29 @@ def test_st_speed_section_reads_the_levenberg_marquardt_layout():
     assert "| 200× faster (400× screened) | ≥ 100×: met |" in text
 
 
+def test_st_speed_section_reports_the_pair_cost_the_fit_ratio_and_the_20k_fit():
+    per_pair = {"seconds_per_pair": {"default": 2e-4, "float64_solve": 4e-4,
+                                     "coarse_phase": 1.2e-4, "full_resolution_phase": 8e-5,
+                                     "no_coarse_level": 3e-4, "no_screening": 5e-4,
+                                     "floor_one_step": 1e-5},
+                "float64_over_float32": 2.0, "coarse_share": 0.6, "default_in_floor_steps": 20.0,
+                "config": {"image": [28, 28], "input": "float64 MNIST rows"}}
+    fit = {"n_samples": 4000, "dtype": "float64", "params": "defaults", "seconds": 50.0,
+           "kmeans_seconds": [2.5, 2.0], "ratio_to_kmeans": 25.0, "n_iter": 5,
+           "heldout_acc": 0.93}
+    big = {"n_samples": 20000, "elastic": {"copies": 4}, "params": "defaults",
+           "seconds": 120.0, "ratio_to_4000_row_fit": 2.4, "heldout_acc": 0.905}
+    data = {"quick": False, "targets": {"fit_ratio_to_kmeans": 25.0, "ratio_20k_to_4000": 3.0,
+                                        "acc_20k": 0.91},
+            "per_pair": per_pair, "fit_4000": fit, "fit_20000": big}
+    text = report_sections.st_speed_section(data)
+    assert "float64 solve" in text and "(2.00×)" in text and "20 floor steps per pair" in text
+    assert "held-out ACC 0.930 | scikit-learn `KMeans(n_init=10)` 2 s | 25.0× | ≤ 25×: met" \
+        in text
+    # 2.4x is fast enough but the ACC misses 0.91: not met
+    assert "| 2.40× | ≤ 3× and ACC ≥ 0.91: missed |" in text
+
+
 def test_ratio_and_time_formatting():
     assert report_format.ratio(1.98914) == "1.99×"
     assert report_format.ratio(374.13) == "374×"

@@ -1,0 +1,128 @@
+"""How long the model-selection workflow takes: GridSearchCV over SpatialTransformerKMeans.
+
+Run ``python benchmarks/bench_grid_search.py`` (or ``python -m benchmarks --only
+grid_search``); it writes ``benchmarks/results/grid_search.json``.
+
+1. Backends: the same search (``n_landmarks`` [4, 9, 16, 36] x ``learning_rate`` [0.01],
+   3 folds, on 1,500 stratified MNIST-5k rows, float64) with ``n_jobs=1``, with
+   ``n_jobs=2`` in joblib's default process backend (loky), and with ``n_jobs=2`` in its
+   threading backend; wall time of each and the ratio to ``n_jobs=1``. The selected
+   setting must not depend on the backend (each fit is seeded by ``random_state``).
+2. The workflow of the model-selection guide: ``GridSearchCV(SpatialTransformerKMeans(10,
+   random_state=0), {"n_landmarks": [4, 9, 16, 36], "learning_rate": [0.003, 0.01,
+   0.05]}, cv=3, n_jobs=2).fit(X)`` on all of MNIST-5k (float64, [0, 1]): 36 fits and the
+   refit, wall time (issue 20's target: 30 minutes), with the backend of section 1's
+   fastest run.
+
+``--quick`` (``benchmarks/results/quick/grid_search.json``): 300 rows of digits, two
+settings, shortened fits, for both sections. ``--skip-full`` runs section 1 only.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before torch loads OpenMP: idle workers sleep instead of spinning (see _common).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+from joblib import parallel_backend  # noqa: E402
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+
+from benchmarks._common import (  # noqa: E402
+    bench_parser,
+    load_average,
+    load_digits_data,
+    load_mnist5k,
+    machine_info,
+    output_path,
+    set_threads,
+    write_json,
+)
+from skxclust import SpatialTransformerKMeans  # noqa: E402
+from skxclust.datasets import stratified_subset  # noqa: E402
+
+NAME = "grid_search"
+TARGETS = {"full_search_minutes": 30.0}
+BACKEND_GRID = {"n_landmarks": [4, 9, 16, 36], "learning_rate": [0.01]}
+FULL_GRID = {"n_landmarks": [4, 9, 16, 36], "learning_rate": [0.003, 0.01, 0.05]}
+BACKEND_ROWS = 1500
+CV = 3
+QUICK = {"rows": 300, "grid": {"n_landmarks": [4, 9], "learning_rate": [0.01]},
+         "st_params": {"max_iter": 2, "n_steps": 4}}
+BACKENDS = (("sequential", 1, None), ("processes", 2, "loky"), ("threads", 2, "threading"))
+
+
+def timed_search(X, grid, n_jobs: int, backend: str | None, st_params: dict) -> dict:
+    """One GridSearchCV run (refit on all rows, the default); wall time and selection."""
+    search = GridSearchCV(SpatialTransformerKMeans(10, random_state=0, **st_params), grid,
+                          cv=CV, n_jobs=n_jobs, error_score="raise")
+    t0 = time.perf_counter()
+    if backend is None:
+        search.fit(X)
+    else:
+        with parallel_backend(backend, n_jobs=n_jobs):
+            search.fit(X)
+    seconds = time.perf_counter() - t0
+    return {"n_jobs": n_jobs, "backend": backend or "sequential", "seconds": seconds,
+            "n_fits": len(search.cv_results_["params"]) * CV + 1,
+            "best_params": search.best_params_,
+            "mean_test_score": [float(v) for v in search.cv_results_["mean_test_score"]]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and write its JSON; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    output = output_path(args, NAME)
+    set_threads()
+    info = machine_info()
+    st_params = QUICK["st_params"] if args.quick else {}
+    if args.quick:
+        X, y = load_digits_data()
+        X_small = stratified_subset(X.astype(np.float64), y, QUICK["rows"], random_state=0)[0]
+        X_full, grid, full_grid = X_small, QUICK["grid"], QUICK["grid"]
+    else:
+        X, y = load_mnist5k()
+        X_full = X.astype(np.float64)
+        X_small = stratified_subset(X_full, y, BACKEND_ROWS, random_state=0)[0]
+        grid, full_grid = BACKEND_GRID, FULL_GRID
+    result = {"quick": args.quick, "machine": info, "targets": TARGETS, "cv": CV,
+              "backends": {"rows": int(X_small.shape[0]), "grid": grid, "runs": []}}
+    for name, n_jobs, backend in BACKENDS:
+        run = timed_search(X_small, grid, n_jobs, backend, st_params)
+        result["backends"]["runs"].append(run)
+        print(f"{name}: {run['seconds']:.1f} s, best {run['best_params']}", flush=True)
+    runs = result["backends"]["runs"]
+    for run in runs:
+        run["ratio_to_sequential"] = run["seconds"] / runs[0]["seconds"]
+    result["backends"]["same_selection"] = all(r["best_params"] == runs[0]["best_params"]
+                                               for r in runs)
+    fastest = min(runs, key=lambda r: r["seconds"])
+    if not args.skip_full:
+        backend = None if fastest["backend"] == "sequential" else fastest["backend"]
+        full = timed_search(X_full, full_grid, fastest["n_jobs"], backend, st_params)
+        full["minutes"] = full["seconds"] / 60.0
+        result["full_search"] = {"rows": int(X_full.shape[0]), "grid": full_grid, **full}
+        print(f"full search: {full['minutes']:.1f} min, best {full['best_params']}",
+              flush=True)
+    info["load_average_end"] = load_average()
+    write_json(output, result)
+    return 0
+
+
+def build_parser():
+    """The command line (for ``python -m benchmarks``)."""
+    parser = bench_parser(__doc__.splitlines()[0], f"digits, {QUICK}")
+    parser.add_argument("--skip-full", action="store_true")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())
