@@ -27,7 +27,8 @@ from .nn.centroid_update import (
     solve_normal_equations,
 )
 from .nn.pyramid import coarse_shape
-from .nn.warp_solver import fit_warps, pair_scale, warp_energy, warp_log_volume
+from .nn.warp_evidence import warp_log_volume
+from .nn.warp_solver import fit_warps, pair_scale, warp_energy
 from .nn.warps import make_warp_model, unwarp_images
 
 __all__ = ["WarpGeometry", "euclidean_kmeans", "ward_merge"]
@@ -304,7 +305,7 @@ class WarpGeometry(Geometry):
 
         ``-E / (2 s2) - log_volume / 2 - P / 2 log(2 pi s2)`` with ``E`` the minimised
         energy (the distance), ``s2`` the pixel noise variance and ``log_volume`` from
-        :func:`skxclust.nn.warp_solver.warp_log_volume`: a warp family that lowers the
+        :func:`skxclust.nn.warp_evidence.warp_log_volume`: a warp family that lowers the
         energy only by fitting noise pays for it in the volume term.
         """
         assignment = self.assign(X, centers)

@@ -14,7 +14,8 @@ from skxclust.nn.tps import (
     tps_penalty_matrices,
     warp_grid,
 )
-from skxclust.nn.warp_solver import _Coordinates, _Pairs, fit_warps, warp_energy, warp_log_volume
+from skxclust.nn.warp_evidence import warp_log_volume
+from skxclust.nn.warp_solver import Coordinates, PairBatch, fit_warps, warp_energy
 from skxclust.nn.warps import make_warp_model, warp_grids, warp_images
 
 F64 = torch.float64
@@ -47,10 +48,10 @@ def test_normal_equations_are_gauss_newton_of_the_energy(shape, transform, n_lan
     g = torch.Generator().manual_seed(1)
     flat = 0.05 * torch.randn(1, model.n_params, generator=g, dtype=F64)
     gram = model.penalty_gram(0.7, 0.3)
-    pairs = _Pairs(mu[:1].reshape(1, 1, *shape), x[None], model, torch.tensor([2.0], dtype=F64),
+    pairs = PairBatch(mu[:1].reshape(1, 1, *shape), x[None], model, torch.tensor([2.0], dtype=F64),
                    gram)
     _, residual = pairs.energy(flat)
-    hess, grad = pairs.normal_system(flat, residual, _Coordinates(model))
+    hess, grad = pairs.normal_system(flat, residual, Coordinates(model))
 
     v = flat.clone().requires_grad_(True)
     energy, _ = pairs.energy(v)

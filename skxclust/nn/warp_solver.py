@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_shape, check_warp_args
+from ._checks import check_pair_args, check_warp_args
 from .pyramid import downsample_images
 from .warps import BILINEAR, ZEROS, WarpModel
 
-__all__ = ["fit_warps", "pair_scale", "warp_energy", "warp_log_volume"]
+__all__ = ["Coordinates", "PairBatch", "coordinates", "fit_warps", "levenberg_marquardt",
+           "pair_scale", "per_pair_weight", "warp_energy"]
 
 
 def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,7 +49,7 @@ def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, to
     return (flat * gv).sum(-1), gv
 
 
-class _Coordinates:
+class Coordinates:
     """The parameters a fit moves: ``params = rows @ z`` (rows of the warp basis).
 
     Holds what the normal equations need: the basis in these coordinates (P, m), the
@@ -78,16 +79,16 @@ class _Coordinates:
             self.lift = torch.kron(rows.to(basis.dtype), eye)
 
 
-def _coordinates(model: WarpModel, affine: bool) -> _Coordinates:
+def coordinates(model: WarpModel, affine: bool) -> Coordinates:
     """The coordinates of all the parameters or of the affine ones, built once per model
     (in ``model.cache``)."""
     key = ("coordinates", affine)
     if key not in model.cache:
-        model.cache[key] = _Coordinates(model, model.affine_rows if affine else None)
+        model.cache[key] = Coordinates(model, model.affine_rows if affine else None)
     return model.cache[key]
 
 
-class _Pairs:
+class PairBatch:
     """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P)."""
 
     def __init__(self, images, targets, model: WarpModel, weight, gram):
@@ -97,13 +98,13 @@ class _Pairs:
         self.weight = weight  # (G * M,)
         self.gram = gram  # (n_params, n_params)
 
-    def select(self, rows: torch.Tensor) -> _Pairs:
+    def select(self, rows: torch.Tensor) -> PairBatch:
         """The pairs ``rows`` (into the image-major ``G * M`` list), one image each."""
         n_warps = self.weight.shape[0] // self.images.shape[0]
         image, warp = rows // n_warps, rows % n_warps
         pixels = self.targets.shape[-1]
         targets = self.targets.expand(self.images.shape[0], n_warps, pixels)[image, warp]
-        return _Pairs(self.images[image], targets[:, None], self.model, self.weight[rows],
+        return PairBatch(self.images[image], targets[:, None], self.model, self.weight[rows],
                       self.gram)
 
     def _grid(self, flat):
@@ -119,7 +120,7 @@ class _Pairs:
         size, _ = _quadratic(flat, self.gram)
         return (residual * residual).sum(-1).reshape(-1) + self.weight * size, residual
 
-    def normal_system(self, flat, residual, coords: _Coordinates):
+    def normal_system(self, flat, residual, coords: Coordinates):
         """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
         in the coordinates ``coords``."""
         n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
@@ -175,7 +176,7 @@ def _damped_steps(hess, grad, damping):
     return -torch.cholesky_solve(grad[..., None], factor)[..., 0]
 
 
-def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, damping):
+def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates, damping):
     """``steps`` LM iterations on every warp of ``pairs`` from ``flat`` (N, n_params) with
     the per-warp damping ``damping`` (N,).
 
@@ -210,17 +211,7 @@ def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, 
     return energy, flat, damping
 
 
-def _check_pair_args(model, samples, centroids, penalty, centroids_name="centroids",
-                     centroids_dims="(K, P)") -> None:
-    """Shapes of the samples, the images warped onto them and a per-sample penalty."""
-    check_warp_args(model, samples, images_name="samples")
-    check_warp_args(model, centroids, images_name=centroids_name, images_dims=centroids_dims,
-                     B=(samples.shape[0], "samples.shape[0]"))
-    if isinstance(penalty, torch.Tensor):
-        check_shape(penalty, "penalty", "()", "(B,)", B=(samples.shape[0], "samples.shape[0]"))
-
-
-def _per_pair(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torch.Tensor:
+def per_pair_weight(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torch.Tensor:
     """Penalty weight per (image, sample) pair, image-major, shape (n_images * n_samples,)."""
     if not isinstance(weight, torch.Tensor):
         weight = like.new_full((n_samples,), float(weight))
@@ -239,15 +230,15 @@ class _Level:
         self.images = centroids.reshape(centroids.shape[0], 1, *model.shape)
         self.weight = weight
         self.gram = gram
-        self.full = _coordinates(model, affine=False)
-        self.affine = None if model.affine_rows is None else _coordinates(model, affine=True)
+        self.full = coordinates(model, affine=False)
+        self.affine = None if model.affine_rows is None else coordinates(model, affine=True)
 
-    def pairs(self, rows: torch.Tensor | None) -> _Pairs:
+    def pairs(self, rows: torch.Tensor | None) -> PairBatch:
         """All pairs (``rows`` None) or the pairs ``rows`` of the image-major list."""
         if rows is None:
-            return _Pairs(self.images, self.samples[None], self.model, self.weight, self.gram)
+            return PairBatch(self.images, self.samples[None], self.model, self.weight, self.gram)
         n_samples = self.samples.shape[0]
-        return _Pairs(self.images[rows // n_samples], self.samples[rows % n_samples][:, None],
+        return PairBatch(self.images[rows // n_samples], self.samples[rows % n_samples][:, None],
                       self.model, self.weight[rows], self.gram)
 
 
@@ -360,13 +351,13 @@ def fit_warps(
     >>> float(energy[0, 0]) < 0.01 * float(((blob(0.2) - blob(0.0)) ** 2).sum())
     True
     """
-    _check_pair_args(model, samples, centroids, penalty)
+    check_pair_args(model, samples, centroids, penalty)
     # The fit is scale-invariant (x and mu times c: the energy times c^2 when the penalty
     # is too), so it runs on images of magnitude ~1, scaled by a power of two (exact).
     scale = pair_scale(samples, centroids)
     samples, centroids = samples.detach() / scale, centroids.detach() / scale
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
-    weight = _per_pair(penalty, n_samples, n_clusters, samples) / (scale * scale)
+    weight = per_pair_weight(penalty, n_samples, n_clusters, samples) / (scale * scale)
     gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
     fine = _Level(model, samples, centroids, weight, gram)
     switch, first_level = 0, fine  # full steps on the coarse level, level of the first
@@ -379,7 +370,7 @@ def fit_warps(
     flat = samples.new_zeros(n_clusters * n_samples, model.n_params)
     damping = flat.new_full((flat.shape[0],), float(damping))
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
-        _, flat, damping = _levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
+        _, flat, damping = levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
                                                 first_level.affine, damping)
     capped = n_candidates is not None and n_candidates < n_clusters
     screen_at = screen_steps if ((capped or screen_ratio is not None)
@@ -394,11 +385,11 @@ def fit_warps(
             rows = _candidates(energy.reshape(n_clusters, n_samples),
                                n_candidates if capped else None, screen_ratio)
         if rows is None:
-            energy, flat, damping = _levenberg_marquardt(level.pairs(None), flat,
+            energy, flat, damping = levenberg_marquardt(level.pairs(None), flat,
                                                          last - first, level.full, damping)
             coarse_energy = on_coarse
             continue
-        out = _levenberg_marquardt(level.pairs(rows), flat[rows], last - first, level.full,
+        out = levenberg_marquardt(level.pairs(rows), flat[rows], last - first, level.full,
                                    damping[rows])
         energy, flat, damping = energy.clone(), flat.clone(), damping.clone()
         energy[rows], flat[rows], damping[rows] = out
@@ -482,105 +473,14 @@ def warp_energy(
     >>> warp_energy(x, mu, model, torch.zeros(1, 2, 2, 1), penalty=1.0).tolist()
     [[30.0, 30.0]]
     """
-    _check_pair_args(model, samples, centroids, penalty)
+    check_pair_args(model, samples, centroids, penalty)
     check_warp_args(model, params=params, params_dims="(B, K, n_basis, D)",
                      B=(samples.shape[0], "samples.shape[0]"),
                      K=(centroids.shape[0], "centroids.shape[0]"))
     n_samples, n_clusters = params.shape[:2]
     images = centroids.reshape(n_clusters, 1, *model.shape)
     flat = params.transpose(0, 1).reshape(n_clusters * n_samples, model.n_params)
-    pairs = _Pairs(images, samples[None], model, _per_pair(penalty, n_samples, n_clusters,
+    pairs = PairBatch(images, samples[None], model, per_pair_weight(penalty, n_samples, n_clusters,
                                                            samples),
                    model.penalty_gram(bending_weight, affine_weight).to(samples.dtype))
     return pairs.energy(flat.to(samples.dtype))[0].reshape(n_clusters, n_samples).T
-
-
-def warp_log_volume(
-    samples: torch.Tensor,
-    images: torch.Tensor,
-    model: WarpModel,
-    params: torch.Tensor,
-    penalty: float | torch.Tensor,
-    bending_weight: float = 1.0,
-    affine_weight: float = 1.0,
-) -> torch.Tensor:
-    r"""``log det(J^T J + lambda G) - log det(lambda G)`` of each fitted pair (Occam factor).
-
-    With Gaussian pixel noise of variance :math:`\sigma^2` and the Gaussian warp prior
-    whose precision is :math:`\lambda G / \sigma^2`, the energy of :func:`fit_warps` is
-    :math:`2\sigma^2` times the negative log posterior, and the Laplace approximation of
-    the evidence of a sample is
-
-    .. math::  \log p(x) \approx -\frac{E(v^*)}{2\sigma^2} - \frac12\,\mathrm{this}
-               - \frac P2 \log(2\pi\sigma^2).
-
-    The term grows with the number of warp parameters the data actually determine, so
-    it makes warps of different flexibility comparable (a more flexible warp must lower
-    the energy by more than it adds here).
-
-    Parameters
-    ----------
-    samples : Tensor of shape (N, P)
-    images : Tensor of shape (N, P)
-        The image warped onto each sample (e.g. ``centroids[labels]``).
-    model : WarpModel
-    params : Tensor of shape (N, n_basis, D)
-        The fitted warps (from :func:`fit_warps`).
-    penalty, bending_weight, affine_weight : see :func:`fit_warps`.
-
-    Returns
-    -------
-    Tensor of shape (N,), float64
-
-    Examples
-    --------
-    A stiffer warp prior leaves less for the data to determine:
-
-    >>> import torch
-    >>> from skxclust.nn import make_warp_model
-    >>> from skxclust.nn.warp_solver import warp_log_volume
-    >>> model = make_warp_model((1, 6), n_landmarks=4, transform="affine",
-    ...                         dtype=torch.float64)
-    >>> x = torch.tensor([[0.0, 1.0, 2.0, 2.0, 1.0, 0.0]], dtype=torch.float64)
-    >>> params = torch.zeros(1, 2, 1, dtype=torch.float64)
-    >>> soft, stiff = (warp_log_volume(x, x, model, params, penalty=p) for p in (0.1, 10.0))
-    >>> bool(soft[0] > stiff[0] > 0)
-    True
-    """
-    _check_pair_args(model, samples, images, penalty, centroids_name="images",
-                     centroids_dims="(B, P)")
-    check_warp_args(model, params=params, B=(samples.shape[0], "samples.shape[0]"))
-    n = samples.shape[0]
-    dtype = torch.float64
-    gram = model.penalty_gram(bending_weight, affine_weight).to(dtype)
-    weight = _per_pair(penalty, n, 1, samples).to(dtype)
-    pairs = _Pairs(images.detach().reshape(n, 1, *model.shape).to(dtype),
-                   samples.detach().to(dtype)[:, None], model, weight, gram)
-    flat = params.detach().reshape(n, -1).to(dtype)
-    model_dtype = model.basis.dtype
-    if model_dtype != dtype:  # the basis in float64 for the determinant
-        model = _model_as(model, dtype)
-        pairs.model = model
-    _, residual = pairs.energy(flat)
-    hess, _ = pairs.normal_system(flat, residual, _Coordinates(model))
-    # Both determinants on the range of G: parameters that move no pixel ("affine+tps"
-    # holds the affine maps twice) are in the null space of G and of J alike, and count
-    # in neither the prior nor the posterior volume.
-    eig_prior, vectors = torch.linalg.eigh(gram)
-    floor = 1e-12 * eig_prior.abs().max().clamp_min(1e-300)
-    kept = eig_prior > floor
-    basis = vectors[:, kept]
-    log_prior = torch.log(eig_prior[kept]).sum() \
-        + basis.shape[1] * torch.log(weight.clamp_min(1e-300))
-    eig_post = torch.linalg.eigvalsh(basis.T @ hess @ basis)
-    return torch.log(eig_post.clamp_min(floor)).sum(-1) - log_prior
-
-
-def _model_as(model: WarpModel, dtype) -> WarpModel:
-    """A shallow copy of ``model`` whose tensors used by the fit are in ``dtype``."""
-    out = object.__new__(type(model))
-    out.__dict__.update({name: value.to(dtype) if isinstance(value, torch.Tensor)
-                         and value.is_floating_point() else value
-                         for name, value in model.__dict__.items()})
-    out.cache = {}  # derived in the other dtype
-    return out
