@@ -166,8 +166,8 @@ class WarpGeometry(Geometry):
     def pair_warps(self, X: torch.Tensor, centers: torch.Tensor):
         """The regularised warp fits of the rows of one chunk to every centroid.
 
-        Screened as :meth:`assign` screens (``n_candidates``), so the row-wise argmin of
-        the distances is the assigned label.
+        Screened as :meth:`assign` screens (``screen_ratio``, ``n_candidates``), so the
+        row-wise argmin of the distances is the assigned label.
 
         Parameters
         ----------
@@ -208,8 +208,15 @@ class WarpGeometry(Geometry):
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
         """Threads for this data: 1 for small chunks on the CPU, else unchanged (see
         :meth:`map_chunks`). ``centers`` is (K, D) or (R, K, D)."""
-        terms = min(self.batch_size, X.shape[0]) * centers.shape[-2] * X.shape[1]
+        n_centers = centers.shape[-2]
+        terms = min(self._chunk_rows(n_centers), X.shape[0]) * n_centers * X.shape[1]
         return 1 if X.device.type == "cpu" and terms < self.serial_below else None
+
+    def _chunk_rows(self, n_centers: int | None) -> int:
+        """Rows per chunk: ``batch_size * n_clusters`` pairs (see :meth:`map_chunks`)."""
+        if n_centers is None or self.n_clusters is None:
+            return self.batch_size
+        return max(1, self.batch_size * self.n_clusters // max(n_centers, 1))
 
     def map_chunks(self, fn, X: torch.Tensor, *, desc: str, n_centers: int | None = None
                    ) -> list:
@@ -229,10 +236,7 @@ class WarpGeometry(Geometry):
         the thread count, so the results do not depend on it. On a GPU the chunks run one
         after the other.
         """
-        step = self.batch_size
-        if n_centers is not None and self.n_clusters is not None:
-            step = max(1, self.batch_size * self.n_clusters // max(n_centers, 1))
-        n = X.shape[0]
+        step, n = self._chunk_rows(n_centers), X.shape[0]
         chunks = [slice(i, min(i + step, n)) for i in range(0, n, step)]
         sizes = [c.stop - c.start for c in chunks]
         cpu = X.device.type == "cpu"
@@ -258,8 +262,8 @@ class WarpGeometry(Geometry):
 
         The same fits as :meth:`assign` (screening included), so the row-wise argmin is
         the assigned label; with screening, the distances to centroids that were not
-        among a sample's ``n_candidates`` are the energies reached when they were dropped
-        (upper bounds of their optimum).
+        kept as a sample's candidates are the full-resolution energies of the warps reached
+        when they were dropped (upper bounds of their optimum).
         """
         memo = self._last_distances
         if (memo is not None and memo[0] is X and memo[1] == X._version
