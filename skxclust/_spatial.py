@@ -122,14 +122,15 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         double precision (about twice as slow). float32 fits round with the rows batched
         together, so runs that batch the rows differently (another ``batch_size``, dask
         blocks) agree to float32 precision; the thread count never matters.
-    subsample : int or None, default=5000
+    subsample : int or None, default=4000
         Above this many training rows, the initialisation, the Lloyd iterations and the
         split–merge moves run on a random subset of ``subsample`` rows (drawn with
         ``random_state``), followed by one Lloyd iteration over every row (assignment,
-        centroid update, assignment), so ``labels_`` is still ``predict(X)`` and the
-        cost of a fit grows by two alignment passes per extra row set rather than by
-        every iteration. Fits on at most ``subsample`` rows, and None, use every row in
-        every iteration.
+        centroid update, assignment), so ``labels_`` is still ``predict(X)``: beyond the
+        subset, a fit costs two alignment passes over the rows instead of one per
+        iteration and move. Fits on at most ``subsample`` rows, and None, use every row
+        in every iteration (the 4,000 training rows of an 80/20 split of MNIST-5k
+        included).
     warp_penalty : float, default=0.5
         Weight of the TPS bending energy of the warp, relative to the sample's contrast
         ``||x - mean(x)||^2``. Larger values allow less bending.
@@ -303,7 +304,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         screen_steps=3,
         coarse_steps=3,
         warp_dtype="float32",
-        subsample=5000,
+        subsample=4000,
         warp_penalty=0.5,
         affine_penalty=0.5,
         n_candidates=None,
