@@ -87,7 +87,9 @@ def explainable_section(data: dict) -> str:
 
 QUALITY_LABELS = {"kmeans": "sklearn KMeans, n_init=10", "st_affine": 'ST K-means, `warp="affine"`',
                   "st_tps": 'ST K-means, `warp="tps"` (default)',
-                  "st_affine_tps": 'ST K-means, `warp="affine+tps"`'}
+                  "st_affine_tps": 'ST K-means, `warp="affine+tps"`',
+                  "st_tps_double_steps": "ST K-means, every step count doubled",
+                  "st_tps_float64_warps": 'ST K-means, `warp_dtype="float64"`'}
 
 
 def _mean_min(summary: dict, key: str) -> str:

@@ -309,3 +309,40 @@ def test_model_selection_criterion_ranks_by_held_out_acc():
     est = type("Fitted", (), {"transform": lambda self, X: np.array([[1.0, 2.0], [3.0, 0.5]]),
                               "score": lambda self, X: -7.0})()
     assert bm.distortion_score(est, None) == -1.25 and bm.own_score(est, None) == -7.0
+
+
+def test_grid_search_estimate_adds_up_the_timed_fits_and_is_judged(monkeypatch):
+    from benchmarks import bench_grid_search as bg
+
+    ticks = iter(range(0, 1000, 1))  # every perf_counter call one second later
+    monkeypatch.setattr(bg.time, "perf_counter", lambda: float(next(ticks)))
+
+    class Timed:
+        def __init__(self, n_clusters, *, n_landmarks, **kwargs):
+            self.n_landmarks = n_landmarks
+
+        def fit(self, X):
+            return self
+
+        def score(self, X):
+            return -float(self.n_landmarks)  # the fewest landmarks score best
+
+    monkeypatch.setattr(bg, "SpatialTransformerKMeans", Timed)
+    X = np.zeros((30, 4))
+    grid = {"n_landmarks": [4, 9], "learning_rate": [0.01, 0.05]}
+    est = bg.estimated_search(X, grid, {}, {"seconds": 10.0}, {"seconds": 5.0, "n_jobs": 2,
+                                                                  "backend": "loky"})
+    # each fit and each score takes one tick: 2 s per setting and fold
+    assert est["per_n_landmarks"][4] == {"fit_seconds": 1.0, "score_seconds": 1.0,
+                                         "score": -4.0}
+    assert est["selected_n_landmarks_first_fold"] == 4 and est["fold_rows"] == 20
+    # (2 settings x 2 s) x 2 rates x 3 folds + the refit (1 s x 30 / 20 rows)
+    assert est["sequential_seconds"] == pytest.approx(24.0 + 1.5)
+    assert est["backend_speedup"] == 2.0 and est["seconds"] == pytest.approx(25.5 / 2)
+    result = {"backends": {"grid": {"n_landmarks": [4], "learning_rate": [0.01]}, "rows": 30,
+                           "runs": []},
+              "cv": 3, "quick": False, "targets": bg.TARGETS,
+              "full_search_estimate": {**est, "rows": 30}}
+    assert bg.summary_rows(result)[-1]["target"] == "<= 30 min: met (estimate)"
+    result["full_search_estimate"]["minutes"] = 31.0
+    assert bg.summary_rows(result)[-1]["target"] == "<= 30 min: missed (estimate)"
