@@ -6,7 +6,8 @@
 1. runs the CUDA-marked tests (``pytest -m cuda tests``);
 2. times ``fit``, ``predict`` and ``explain`` of both estimators on MNIST-5k (float32) on
    the CPU and on the GPU in one process: ExplainableKMeans on all 5000 images, ST K-means
-   on a stratified 1000-image subset (``max_iter=10``, other parameters default);
+   on a stratified 1000-image subset (``max_iter=10``, other parameters default: float32
+   warp fits, the half-resolution coarse level and ratio screening);
 3. checks that CPU and GPU agree: adjusted Rand index of the two fits' labels, and the
    labels of one model predicted on either device; that ``explain`` on the GPU conserves
    (rows sum to the explained evidence); and that the GPU-fitted models unpickle and predict

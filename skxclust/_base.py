@@ -320,20 +320,37 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
 
     def _fit_in_memory(self, X, sw_np) -> FitResult:
         """Lloyd on the validated rows: restarts, then :meth:`_refine_fit`."""
+        Xt, sw, shift, geometry, tol = self._fit_frame(X, sw_np)
+        fit = self._fit_restarts(Xt, sw, shift, geometry, tol, X.dtype)
+        return self._fit_result(Xt, shift, geometry, fit)
+
+    def _fit_frame(self, X, sw_np):
+        """The validated rows as tensors in the fit's frame: ``(Xt, sample_weight, shift,
+        geometry, tol)``, ``tol`` scaled by the mean feature variance."""
         device = resolve_device(self.device)
         sw = torch.from_numpy(sw_np).to(device)
         Xt = self._embed(to_tensor(X, device))
-        seeding = self._seeding(Xt.shape[1], X.dtype)
         geometry = self._make_fit_geometry(X.shape[1])
         Xt, shift = into_fit_frame(Xt, sw, geometry)
         tol = float(column_variance(Xt).mean()) * self.tol if X.shape[0] > 1 else 0.0
+        return Xt, sw, shift, geometry, tol
+
+    def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype) -> tuple:
+        """Seed every restart, run Lloyd, keep the best and refine it: ``(labels,
+        inertia, centers, n_iter)`` of the rows ``Xt`` (in the fit's frame)."""
+        seeding = self._seeding(Xt.shape[1], dtype)
         centers = seeding(Xt, sw, shift)
         if self.verbose:
             print(f"Initialization complete: {len(seeding.generators)} restart(s)")
-        labels, inertia, centers, n_iter = self._refine_fit(
+        return self._refine_fit(
             Xt, sw, geometry, tol, seeding.generators[0], best_restart(
                 lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
                       desc=f"{type(self).__name__}.fit")))
+
+    def _fit_result(self, Xt, shift, geometry, fit) -> FitResult:
+        """The :class:`FitResult` of ``fit = (labels, inertia, centers, n_iter)`` on the
+        rows ``Xt``, with the statistics of :meth:`_fit_statistics`."""
+        labels, inertia, centers, n_iter = fit
         stats = self._statistics_of(Xt, labels, centers, geometry)
         return FitResult((centers + shift).cpu().numpy(), labels.cpu().numpy(), inertia,
                          n_iter, stats)

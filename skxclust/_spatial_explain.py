@@ -29,7 +29,7 @@ import torch
 from ._base import fitted_beta
 from ._dask import blockwise
 from ._inference import empty_output
-from ._progress import track
+from ._threads import torch_threads
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
@@ -50,17 +50,16 @@ class WarpExplanationMixin:
     ``noise_variance_``, ``image_shape_``) of a warping k-means; the warps come from the
     geometry's public :meth:`~skxclust._warp_geometry.WarpGeometry.pair_warps`."""
 
-    def _warped_evidence_chunks(self, Xt, centers, geometry):
-        """Yield (slice, losses (B, K), warps (B, K, n_basis, D)) per chunk.
+    def _each_warped_chunk(self, Xt, centers, geometry, fn) -> None:
+        """Call ``fn(rows, losses (B, K), warps (B, K, n_basis, D))`` for every chunk of
+        rows (in threads, see :meth:`~skxclust._warp_geometry.WarpGeometry.map_chunks`).
 
-        Uses the same optimisation as ``predict`` (candidate screening included), so the
-        arg-max of the evidence is the predicted label.
+        Uses the same optimisation as ``predict`` (candidate screening and threads
+        included), so the arg-max of the evidence is the predicted label.
         """
-        chunks = geometry.chunks(Xt.shape[0])
-        for sl in track(chunks, desc=type(self).__name__, unit="rows",
-                        sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
-            losses, warps = geometry.pair_warps(Xt[sl], centers)
-            yield sl, losses, warps
+        with torch_threads(geometry.lloyd_threads(Xt, centers)):
+            geometry.map_chunks(lambda rows: fn(rows, *geometry.pair_warps(Xt[rows], centers)),
+                                Xt, desc=type(self).__name__, n_centers=centers.shape[0])
 
     def _statistics_rows(self, n_samples: int) -> np.ndarray:
         """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,
@@ -99,8 +98,11 @@ class WarpExplanationMixin:
         """
         Xt, centers, geometry = self._prepare(X)
         out = empty_output(Xt, Xt.shape[0], centers.shape[0])
-        for sl, losses, _ in self._warped_evidence_chunks(Xt, centers, geometry):
-            out[sl] = cluster_evidence(losses).cpu().numpy()
+
+        def chunk(rows, losses, _):
+            out[rows] = cluster_evidence(losses).cpu().numpy()
+
+        self._each_warped_chunk(Xt, centers, geometry, chunk)
         return out
 
     @blockwise("features", row_args=("target",))
@@ -141,7 +143,8 @@ class WarpExplanationMixin:
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
         model = geometry.model(Xt)
         out = empty_output(Xt, *Xt.shape)
-        for sl, losses, warps in self._warped_evidence_chunks(Xt, centers, geometry):
+
+        def chunk(sl, losses, warps):
             x = Xt[sl]
             rows = torch.arange(x.shape[0], device=x.device)
             tgt = losses.argmin(dim=1) if tgt_np is None else \
@@ -155,6 +158,8 @@ class WarpExplanationMixin:
             if frame == "centroid":
                 relevance = self._to_centroid_frame(relevance, model, warps[rows, tgt])
             out[sl] = relevance.cpu().numpy()
+
+        self._each_warped_chunk(Xt, centers, geometry, chunk)
         return out
 
     @staticmethod

@@ -34,6 +34,13 @@ __all__ = ["split_merge"]
 _SLACK = 0.02
 
 
+# The two-cluster fit that estimates a split's gain runs on at most this many members of
+# the cluster (a random subset; the gain is scaled back by their share of its weight): it
+# only ranks the clusters and seeds the two halves, which the Lloyd iterations after the
+# move then fit on every row.
+_SPLIT_ROWS = 256
+
+
 def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_centers):
     """Gain of splitting each cluster in two, and the two centroids of each split."""
     n_clusters = int(labels.max()) + 1 if labels.numel() else 0
@@ -43,11 +50,17 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
         members = torch.nonzero(labels == c).flatten()
         if members.numel() < 4:
             continue
+        share = 1.0
+        if members.numel() > _SPLIT_ROWS:
+            total = float(sample_weight[members].to(torch.float64).sum())
+            pick = torch.randperm(members.numel(), generator=generator)[:_SPLIT_ROWS]
+            members = members[pick.to(members.device).sort().values]
+            share = total / float(sample_weight[members].to(torch.float64).sum())
         Xc, wc = X[members], sample_weight[members]
         seeds, _ = seed_centers(Xc, 2, wc, generator)
         _, inertia, centers, _ = lloyd(Xc, seeds, geometry, wc, max_iter=2, tol=0.0)
         before = float((nearest[members].to(torch.float64) * wc.to(torch.float64)).sum())
-        gains[c] = before - float(inertia)
+        gains[c] = share * (before - float(inertia))
         halves[c] = centers
     return gains, halves
 

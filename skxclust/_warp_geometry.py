@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -25,7 +26,9 @@ from .nn.centroid_update import (
     normal_sums,
     solve_normal_equations,
 )
-from .nn.warp_solver import fit_warps, warp_log_volume
+from .nn.pyramid import coarse_shape
+from .nn.warp_evidence import warp_log_volume
+from .nn.warp_solver import fit_warps, pair_scale, warp_energy
 from .nn.warps import make_warp_model, unwarp_images
 
 __all__ = ["WarpGeometry", "euclidean_kmeans", "ward_merge"]
@@ -110,7 +113,8 @@ class WarpGeometry(Geometry):
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
-                 update_steps, batch_size, verbose=0):
+                 update_steps, batch_size, screen_ratio=None, coarse_steps=None,
+                 warp_dtype=None, n_clusters=None, verbose=0):
         self.image_shape = image_shape
         self.n_landmarks = n_landmarks
         self.transform = transform
@@ -123,18 +127,30 @@ class WarpGeometry(Geometry):
         self.n_candidates = n_candidates
         self.update_steps = update_steps
         self.batch_size = batch_size
+        self.n_clusters = n_clusters  # of the model: sets the pairs per chunk (map_chunks)
+        self.screen_ratio = screen_ratio
+        self.coarse_steps = coarse_steps
+        self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
         self.verbose = verbose
         self._models: dict = {}
         self._last_distances = None  # (X, X._version, centers, (n, K) distances)
 
-    def model(self, X: torch.Tensor):
-        """The warp model for the dtype and device of ``X`` (built once)."""
-        key = (X.dtype, X.device)
+    def model(self, X: torch.Tensor, shape=None):
+        """The warp model for the dtype and device of ``X`` (built once), on the image
+        shape or on ``shape`` (the coarse level)."""
+        shape = tuple(self.image_shape) if shape is None else shape
+        key = (X.dtype, X.device, shape)
         if key not in self._models:
             self._models[key] = make_warp_model(
-                self.image_shape, self.n_landmarks, self.transform, X.dtype, X.device
+                shape, self.n_landmarks, self.transform, X.dtype, X.device
             )
         return self._models[key]
+
+    def coarse_model(self, X: torch.Tensor):
+        """The warp model of the coarse level (:mod:`skxclust.nn.pyramid`), or None when
+        the fits run at full resolution only (``coarse_steps`` None or a small image)."""
+        shape = None if self.coarse_steps is None else coarse_shape(tuple(self.image_shape))
+        return None if shape is None else self.model(X, shape)
 
     @staticmethod
     def _contrast(Xc: torch.Tensor) -> torch.Tensor:
@@ -150,8 +166,8 @@ class WarpGeometry(Geometry):
     def pair_warps(self, X: torch.Tensor, centers: torch.Tensor):
         """The regularised warp fits of the rows of one chunk to every centroid.
 
-        Screened as :meth:`assign` screens (``n_candidates``), so the row-wise argmin of
-        the distances is the assigned label.
+        Screened as :meth:`assign` screens (``screen_ratio``, ``n_candidates``), so the
+        row-wise argmin of the distances is the assigned label.
 
         Parameters
         ----------
@@ -166,34 +182,97 @@ class WarpGeometry(Geometry):
         warps : Tensor of shape (B, K, n_basis, ndim)
             The fitted warp parameters of every pair (see :class:`skxclust.nn.WarpModel`).
         """
-        return fit_warps(
-            X, centers, self.model(X), penalty=self._contrast(X),
+        contrast = self._contrast(X)
+        solve = X.dtype if self.warp_dtype is None else self.warp_dtype
+        Xs, Cs, penalty = X, centers, contrast
+        if solve != X.dtype:  # cast images of magnitude ~1: no overflow or underflow
+            scale = pair_scale(X, centers)  # (the fit is scale-invariant, see fit_warps)
+            Xs, Cs = (X / scale).to(solve), (centers / scale).to(solve)
+            penalty = (contrast / (scale * scale)).to(solve)
+        energies, warps = fit_warps(
+            Xs, Cs, self.model(Xs), penalty=penalty,
             bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
             n_steps=self.n_steps, affine_steps=self.affine_steps,
-            n_candidates=self.n_candidates, screen_steps=self.screen_steps,
-            damping=1e-4 / self.learning_rate,
+            n_candidates=self.n_candidates, screen_ratio=self.screen_ratio,
+            screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
+            coarse=self.coarse_model(Xs),
+            coarse_steps=self.coarse_steps or 0,
         )
+        if solve == X.dtype:
+            return energies, warps
+        # the distances of the fitted warps, evaluated in the dtype of X
+        warps = warps.to(X.dtype)
+        return warp_energy(X, centers, self.model(X), warps, contrast, self.warp_penalty,
+                           self.affine_penalty), warps
 
     def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
-        """Intra-op threads for this data: 1 for small chunks on the CPU, else unchanged."""
-        terms = min(self.batch_size, X.shape[0]) * centers.shape[0] * X.shape[1]
+        """Threads for this data: 1 for small chunks on the CPU, else unchanged (see
+        :meth:`map_chunks`). ``centers`` is (K, D) or (R, K, D)."""
+        n_centers = centers.shape[-2]
+        terms = min(self._chunk_rows(n_centers), X.shape[0]) * n_centers * X.shape[1]
         return 1 if X.device.type == "cpu" and terms < self.serial_below else None
+
+    def _chunk_rows(self, n_centers: int | None) -> int:
+        """Rows per chunk: ``batch_size * n_clusters`` pairs (see :meth:`map_chunks`)."""
+        if n_centers is None or self.n_clusters is None:
+            return self.batch_size
+        return max(1, self.batch_size * self.n_clusters // max(n_centers, 1))
+
+    def map_chunks(self, fn, X: torch.Tensor, *, desc: str, n_centers: int | None = None
+                   ) -> list:
+        """``[fn(rows) for rows in chunks]``, the chunks of rows spread over threads.
+
+        A chunk holds ``batch_size`` rows when the rows are fitted against ``n_clusters``
+        centroids, and as many more or fewer as keeps ``rows * n_centers`` at ``batch_size
+        * n_clusters`` pairs (memory stays O(batch_size * n_clusters * P); the two-centroid
+        fits of the split–merge moves then share the fixed cost of a call among 5x more
+        rows). Without ``n_centers``: ``batch_size`` rows.
+
+        On the CPU the chunks run in ``torch.get_num_threads()`` Python threads (one when
+        :meth:`lloyd_threads` holds small data to one), each chunk with a single torch
+        intra-op thread: the warp fit of a chunk is hundreds of small operations, which a
+        second intra-op thread speeds up 1.3x on 2 cores, while two chunks at a time run
+        1.9x faster (torch releases the GIL). Every chunk runs single-threaded whatever
+        the thread count, so the results do not depend on it. On a GPU the chunks run one
+        after the other.
+        """
+        step, n = self._chunk_rows(n_centers), X.shape[0]
+        chunks = [slice(i, min(i + step, n)) for i in range(0, n, step)]
+        sizes = [c.stop - c.start for c in chunks]
+        cpu = X.device.type == "cpu"
+        workers = min(torch.get_num_threads(), len(chunks)) if cpu else 1
+        for dtype in {X.dtype, self.warp_dtype or X.dtype}:  # build the models up front
+            model = self.model(X.new_empty(0, dtype=dtype))
+            self.coarse_model(model.basis)
+
+        def run(rows):
+            with torch_threads(1 if cpu else None):
+                return fn(rows)
+
+        if workers <= 1:
+            return [run(rows) for rows in track(chunks, desc=desc, unit="rows", sizes=sizes,
+                                                verbose=self.verbose)]
+        with ThreadPoolExecutor(workers, thread_name_prefix="skxclust-warp") as pool:
+            futures = [pool.submit(run, rows) for rows in chunks]
+            return [future.result() for future in track(futures, desc=desc, unit="rows",
+                                                        sizes=sizes, verbose=self.verbose)]
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Deformation-invariant squared distances, shape (n, K).
 
         The same fits as :meth:`assign` (screening included), so the row-wise argmin is
         the assigned label; with screening, the distances to centroids that were not
-        among a sample's ``n_candidates`` are the energies reached when they were dropped
-        (upper bounds of their optimum).
+        kept as a sample's candidates are the full-resolution energies of the warps reached
+        when they were dropped (upper bounds of their optimum).
         """
         memo = self._last_distances
         if (memo is not None and memo[0] is X and memo[1] == X._version
                 and memo[2].shape == centers.shape and torch.equal(memo[2], centers)):
             return memo[3]  # what the last assign of the same rows and centroids computed
-        chunks = self.chunks(X.shape[0])
         with torch_threads(self.lloyd_threads(X, centers)):
-            return torch.cat([self.pair_warps(X[sl], centers)[0] for sl in chunks])
+            return torch.cat(self.map_chunks(lambda rows: self.pair_warps(X[rows], centers)[0],
+                                             X, desc="SpatialTransformerKMeans: aligning",
+                                             n_centers=centers.shape[0]))
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         """Labels, distances and the warp of every sample to its assigned centroid."""
@@ -208,13 +287,15 @@ class WarpGeometry(Geometry):
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
         params = X.new_empty(n, model.n_basis, model.ndim)
         distances = X.new_empty(n, centers.shape[0])
-        chunks = self.chunks(n)
-        for sl in track(chunks, desc="SpatialTransformerKMeans: aligning", unit="rows",
-                        sizes=[c.stop - c.start for c in chunks], verbose=self.verbose):
-            losses, warps = self.pair_warps(X[sl], centers)
-            distances[sl] = losses
-            dists[sl], labels[sl] = losses.min(dim=1)
-            params[sl] = warps[torch.arange(warps.shape[0], device=X.device), labels[sl]]
+
+        def chunk(rows):  # each chunk writes its own rows
+            losses, warps = self.pair_warps(X[rows], centers)
+            distances[rows] = losses
+            dists[rows], labels[rows] = losses.min(dim=1)
+            params[rows] = warps[torch.arange(warps.shape[0], device=X.device), labels[rows]]
+
+        self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning",
+                        n_centers=centers.shape[0])
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
                   f"in {time.perf_counter() - t0:.1f}s")
@@ -228,18 +309,18 @@ class WarpGeometry(Geometry):
 
         ``-E / (2 s2) - log_volume / 2 - P / 2 log(2 pi s2)`` with ``E`` the minimised
         energy (the distance), ``s2`` the pixel noise variance and ``log_volume`` from
-        :func:`skxclust.nn.warp_solver.warp_log_volume`: a warp family that lowers the
+        :func:`skxclust.nn.warp_evidence.warp_log_volume`: a warp family that lowers the
         energy only by fitting noise pays for it in the volume term.
         """
         assignment = self.assign(X, centers)
         model = self.model(X)
         contrast = self._contrast(X)
         with torch_threads(self.lloyd_threads(X, centers)):
-            volume = torch.cat([
-                warp_log_volume(X[sl], centers[assignment.labels[sl]], model,
-                                assignment.state[sl], contrast[sl], self.warp_penalty,
-                                self.affine_penalty)
-                for sl in self.chunks(X.shape[0])])
+            volume = torch.cat(self.map_chunks(
+                lambda rows: warp_log_volume(X[rows], centers[assignment.labels[rows]], model,
+                                             assignment.state[rows], contrast[rows],
+                                             self.warp_penalty, self.affine_penalty),
+                X, desc="SpatialTransformerKMeans: evidence"))
         s2 = float(noise_variance)
         return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
                 - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))
@@ -301,5 +382,6 @@ class WarpGeometry(Geometry):
         """Each sample resampled into the frame of its centroid, shape (n, P)."""
         model = self.model(X)
         with torch_threads(self.lloyd_threads(X, X[:1])):
-            return torch.cat([unwarp_images(X[sl], model, assignment.state[sl])
-                              for sl in self.chunks(X.shape[0])])
+            return torch.cat(self.map_chunks(
+                lambda rows: unwarp_images(X[rows], model, assignment.state[rows]), X,
+                desc="SpatialTransformerKMeans: aligning"))

@@ -344,6 +344,11 @@ PARAM_CASES = [
     _param("n_candidates", 1.5, exc=_IPE, estimators=_S),
     _param("update_steps", -1, exc=_IPE, estimators=_S),
     _param("update_steps", 1.5, exc=_IPE, estimators=_S),
+    _param("screen_ratio", 0.5, exc=_IPE, estimators=_S),
+    _param("screen_ratio", "1.5", exc=_IPE, estimators=_S),
+    _param("coarse_steps", -1, exc=_IPE, estimators=_S),
+    _param("warp_dtype", "float16", exc=_IPE, estimators=_S),
+    _param("subsample", 0, exc=_IPE, estimators=_S),
 ]
 
 CASES = DATA_CASES + WEIGHT_CASES + EXPLAIN_CASES + PARAM_CASES

@@ -95,6 +95,29 @@ def test_st_speed_section_reads_the_levenberg_marquardt_layout():
     assert "| 200× faster (400× screened) | ≥ 100×: met |" in text
 
 
+def test_st_speed_section_reports_the_pair_cost_the_fit_ratio_and_the_20k_fit():
+    per_pair = {"seconds_per_pair": {"default": 2e-4, "float64_solve": 4e-4,
+                                     "coarse_phase": 1.2e-4, "full_resolution_phase": 8e-5,
+                                     "no_coarse_level": 3e-4, "no_screening": 5e-4,
+                                     "floor_one_step": 1e-5},
+                "float64_over_float32": 2.0, "coarse_share": 0.6, "default_in_floor_steps": 20.0,
+                "config": {"image": [28, 28], "input": "float64 MNIST rows"}}
+    fit = {"n_samples": 4000, "dtype": "float64", "params": "defaults", "seconds": 50.0,
+           "kmeans_seconds": [2.5, 2.0], "ratio_to_kmeans": 25.0, "n_iter": 5,
+           "heldout_acc": 0.93}
+    big = {"n_samples": 20000, "elastic": {"copies": 4}, "params": "defaults",
+           "seconds": 120.0, "ratio_to_4000_row_fit": 2.4, "heldout_acc": 0.905}
+    data = {"quick": False, "targets": {"fit_ratio_to_kmeans": 25.0, "ratio_20k_to_4000": 3.0,
+                                        "acc_20k": 0.91},
+            "per_pair": per_pair, "fit_4000": fit, "fit_20000": big}
+    text = report_sections.st_speed_section(data)
+    assert "float64 solve" in text and "(2.00×)" in text and "20 floor steps per pair" in text
+    assert "held-out ACC 0.930 | scikit-learn `KMeans(n_init=10)` 2 s | 25.0× | ≤ 25×: met" \
+        in text
+    # 2.4x is fast enough but the ACC misses 0.91: not met
+    assert "| 2.40× | ≤ 3× and ACC ≥ 0.91: missed |" in text
+
+
 def test_ratio_and_time_formatting():
     assert report_format.ratio(1.98914) == "1.99×"
     assert report_format.ratio(374.13) == "374×"
@@ -286,3 +309,40 @@ def test_model_selection_criterion_ranks_by_held_out_acc():
     est = type("Fitted", (), {"transform": lambda self, X: np.array([[1.0, 2.0], [3.0, 0.5]]),
                               "score": lambda self, X: -7.0})()
     assert bm.distortion_score(est, None) == -1.25 and bm.own_score(est, None) == -7.0
+
+
+def test_grid_search_estimate_adds_up_the_timed_fits_and_is_judged(monkeypatch):
+    from benchmarks import bench_grid_search as bg
+
+    ticks = iter(range(0, 1000, 1))  # every perf_counter call one second later
+    monkeypatch.setattr(bg.time, "perf_counter", lambda: float(next(ticks)))
+
+    class Timed:
+        def __init__(self, n_clusters, *, n_landmarks, **kwargs):
+            self.n_landmarks = n_landmarks
+
+        def fit(self, X):
+            return self
+
+        def score(self, X):
+            return -float(self.n_landmarks)  # the fewest landmarks score best
+
+    monkeypatch.setattr(bg, "SpatialTransformerKMeans", Timed)
+    X = np.zeros((30, 4))
+    grid = {"n_landmarks": [4, 9], "learning_rate": [0.01, 0.05]}
+    est = bg.estimated_search(X, grid, {}, {"seconds": 10.0}, {"seconds": 5.0, "n_jobs": 2,
+                                                                  "backend": "loky"})
+    # each fit and each score takes one tick: 2 s per setting and fold
+    assert est["per_n_landmarks"][4] == {"fit_seconds": 1.0, "score_seconds": 1.0,
+                                         "score": -4.0}
+    assert est["selected_n_landmarks_first_fold"] == 4 and est["fold_rows"] == 20
+    # (2 settings x 2 s) x 2 rates x 3 folds + the refit (1 s x 30 / 20 rows)
+    assert est["sequential_seconds"] == pytest.approx(24.0 + 1.5)
+    assert est["backend_speedup"] == 2.0 and est["seconds"] == pytest.approx(25.5 / 2)
+    result = {"backends": {"grid": {"n_landmarks": [4], "learning_rate": [0.01]}, "rows": 30,
+                           "runs": []},
+              "cv": 3, "quick": False, "targets": bg.TARGETS,
+              "full_search_estimate": {**est, "rows": 30}}
+    assert bg.summary_rows(result)[-1]["target"] == "<= 30 min: met (estimate)"
+    result["full_search_estimate"]["minutes"] = 31.0
+    assert bg.summary_rows(result)[-1]["target"] == "<= 30 min: missed (estimate)"

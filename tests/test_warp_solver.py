@@ -14,7 +14,8 @@ from skxclust.nn.tps import (
     tps_penalty_matrices,
     warp_grid,
 )
-from skxclust.nn.warp_solver import _Coordinates, _Pairs, fit_warps, warp_energy, warp_log_volume
+from skxclust.nn.warp_evidence import warp_log_volume
+from skxclust.nn.warp_solver import Coordinates, PairBatch, fit_warps, warp_energy
 from skxclust.nn.warps import make_warp_model, warp_grids, warp_images
 
 F64 = torch.float64
@@ -47,10 +48,10 @@ def test_normal_equations_are_gauss_newton_of_the_energy(shape, transform, n_lan
     g = torch.Generator().manual_seed(1)
     flat = 0.05 * torch.randn(1, model.n_params, generator=g, dtype=F64)
     gram = model.penalty_gram(0.7, 0.3)
-    pairs = _Pairs(mu[:1].reshape(1, 1, *shape), x[None], model, torch.tensor([2.0], dtype=F64),
+    pairs = PairBatch(mu[:1].reshape(1, 1, *shape), x[None], model, torch.tensor([2.0], dtype=F64),
                    gram)
     _, residual = pairs.energy(flat)
-    hess, grad = pairs.normal_system(flat, residual, _Coordinates(model))
+    hess, grad = pairs.normal_system(flat, residual, Coordinates(model))
 
     v = flat.clone().requires_grad_(True)
     energy, _ = pairs.energy(v)
@@ -211,15 +212,7 @@ def test_penalty_splits_bending_from_pose_and_means_the_same_at_every_grid():
     assert plain[-1] / plain[0] > 2.5  # a plain ||delta||^2 grows with the landmarks
 
 
-# warp_log_volume takes log(penalty) per null direction of G (6 for images, 2 for signals)
-# that the redundant "affine+tps" parameters leave: -6 log(penalty) off at every penalty
-REDUNDANT = pytest.mark.xfail(strict=True, reason="affine+tps: the volume carries "
-                              "-n_null * log(penalty) from the null space of G")
-VOLUME_MODELS = [pytest.param(*m, marks=REDUNDANT) if m[1] == "affine+tps" else m
-                 for m in MODELS]
-
-
-@pytest.mark.parametrize("shape, transform, n_landmarks", VOLUME_MODELS)
+@pytest.mark.parametrize("shape, transform, n_landmarks", MODELS)
 def test_log_volume_is_the_log_determinant_ratio_of_an_autograd_hessian(shape, transform,
                                                                          n_landmarks):
     # Laplace's Occam factor from an independent computation: J by autograd of the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["check_shape", "check_warp_args"]
+__all__ = ["check_pair_args", "check_shape", "check_warp_args"]
 
 
 @lru_cache(maxsize=256)
@@ -96,3 +96,14 @@ def check_warp_args(model, images=None, params=None, *, images_name="images",
     if params is not None:
         check_shape(params, "params", params_dims, n_basis=(model.n_basis, "model.n_basis"),
                     D=(model.ndim, "model.ndim"), **sizes)
+
+
+def check_pair_args(model, samples, centroids, penalty, centroids_name="centroids",
+                     centroids_dims="(K, P)") -> None:
+    """Shapes of a warp fit's samples (B, P), the images warped onto them (K, P) and a
+    per-sample penalty (a number or (B,)), for ``model``."""
+    check_warp_args(model, samples, images_name="samples")
+    check_warp_args(model, centroids, images_name=centroids_name, images_dims=centroids_dims,
+                     B=(samples.shape[0], "samples.shape[0]"))
+    if hasattr(penalty, "shape"):
+        check_shape(penalty, "penalty", "()", "(B,)", B=(samples.shape[0], "samples.shape[0]"))

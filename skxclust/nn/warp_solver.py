@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_shape, check_warp_args
+from ._checks import check_pair_args, check_warp_args
+from .pyramid import downsample_images
 from .warps import BILINEAR, ZEROS, WarpModel
 
-__all__ = ["fit_warps", "warp_energy", "warp_log_volume"]
+__all__ = ["Coordinates", "PairBatch", "coordinates", "fit_warps", "levenberg_marquardt",
+           "pair_scale", "per_pair_weight", "warp_energy"]
 
 
 def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,7 +49,7 @@ def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, to
     return (flat * gv).sum(-1), gv
 
 
-class _Coordinates:
+class Coordinates:
     """The parameters a fit moves: ``params = rows @ z`` (rows of the warp basis).
 
     Holds what the normal equations need: the basis in these coordinates (P, m), the
@@ -77,7 +79,16 @@ class _Coordinates:
             self.lift = torch.kron(rows.to(basis.dtype), eye)
 
 
-class _Pairs:
+def coordinates(model: WarpModel, affine: bool) -> Coordinates:
+    """The coordinates of all the parameters or of the affine ones, built once per model
+    (in ``model.cache``)."""
+    key = ("coordinates", affine)
+    if key not in model.cache:
+        model.cache[key] = Coordinates(model, model.affine_rows if affine else None)
+    return model.cache[key]
+
+
+class PairBatch:
     """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P)."""
 
     def __init__(self, images, targets, model: WarpModel, weight, gram):
@@ -86,6 +97,15 @@ class _Pairs:
         self.model = model
         self.weight = weight  # (G * M,)
         self.gram = gram  # (n_params, n_params)
+
+    def select(self, rows: torch.Tensor) -> PairBatch:
+        """The pairs ``rows`` (into the image-major ``G * M`` list), one image each."""
+        n_warps = self.weight.shape[0] // self.images.shape[0]
+        image, warp = rows // n_warps, rows % n_warps
+        pixels = self.targets.shape[-1]
+        targets = self.targets.expand(self.images.shape[0], n_warps, pixels)[image, warp]
+        return PairBatch(self.images[image], targets[:, None], self.model, self.weight[rows],
+                      self.gram)
 
     def _grid(self, flat):
         """Sampling grids of the warps ``flat`` (N, n_params), shape (G, M * H, W, 2)."""
@@ -100,7 +120,7 @@ class _Pairs:
         size, _ = _quadratic(flat, self.gram)
         return (residual * residual).sum(-1).reshape(-1) + self.weight * size, residual
 
-    def normal_system(self, flat, residual, coords: _Coordinates):
+    def normal_system(self, flat, residual, coords: Coordinates):
         """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
         in the coordinates ``coords``."""
         n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
@@ -114,9 +134,11 @@ class _Pairs:
         # moves that coordinate of pixel p by basis[p, j], so J[n, (j, d), p] =
         # basis[p, j] slope[n, d, p] and J^T J is built from per-pixel slope products
         # against per-pixel basis products: one GEMM, no (N, m D, P) Jacobian.
+        # (N, 2, P), contiguous: the products below then run on unit-stride rows
         slope = slope.reshape(n_pairs, -1, 2).transpose(1, 2)
         if ndim == 1:
             slope = slope[:, self.model.axes[0]:self.model.axes[0] + 1]
+        slope = slope.contiguous()
         if ndim == 2:
             sx, sy = slope[:, 0], slope[:, 1]
             weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
@@ -130,21 +152,25 @@ class _Pairs:
         hess = torch.index_select(vals.reshape(n_pairs, -1), 1, coords.gather).reshape(
             n_pairs, size * ndim, size * ndim)
         res = residual.reshape(n_pairs, 1, -1)
-        grad = ((slope * res) @ coords.basis).transpose(1, 2).reshape(n_pairs, size * ndim)
+        grad = ((slope * res).reshape(n_pairs * ndim, -1) @ coords.basis).reshape(
+            n_pairs, ndim, size).transpose(1, 2).reshape(n_pairs, size * ndim)
         _, gv = _quadratic(flat, self.gram)
         penalty, pen_hess = self.weight[:, None] * gv, self.gram
         if coords.lift is not None:
             penalty = penalty @ coords.lift
             pen_hess = coords.lift.T @ pen_hess @ coords.lift
-        return hess + self.weight[:, None, None] * pen_hess, grad + penalty
+        # + weight_n * pen_hess for every pair n, in place (no (N, m D, m D) temporary)
+        hess.view(n_pairs, -1).addr_(self.weight, pen_hess.reshape(-1))
+        return hess, grad + penalty
 
 
 def _damped_steps(hess, grad, damping):
     """Solve ``(A + nu diag(A)) step = -b`` per pair (Cholesky, with a jitter fallback)."""
     diag = torch.diagonal(hess, dim1=-2, dim2=-1)
-    scale = diag.mean(-1, keepdim=True).clamp_min(1e-30)
+    scale = diag.mean(-1, keepdim=True).clamp_min(torch.finfo(diag.dtype).tiny)
     floor = 1e-9 * scale  # keeps flat directions (no image gradient, no penalty) solvable
-    system = hess + torch.diag_embed(damping[:, None] * diag + floor)
+    system = hess.clone()
+    system.diagonal(dim1=-2, dim2=-1).add_(damping[:, None] * diag + floor)
     factor, info = torch.linalg.cholesky_ex(system)
     bad = info > 0
     if bool(bad.any()):
@@ -153,15 +179,19 @@ def _damped_steps(hess, grad, damping):
     return -torch.cholesky_solve(grad[..., None], factor)[..., 0]
 
 
-def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, damping):
+def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates, damping):
     """``steps`` LM iterations on every warp of ``pairs`` from ``flat`` (N, n_params) with
     the per-warp damping ``damping`` (N,).
 
     Returns the final energies (N,), parameters (N, n_params) and damping (N,).
+
+    A rejected step leaves a warp where it was, so its normal system is kept and only the
+    warps that moved get a new one (about half of them late in a fit).
     """
     energy, residual = pairs.energy(flat)
-    for _ in range(steps):
+    if steps > 0:
         hess, grad = pairs.normal_system(flat, residual, coords)
+    for step_index in range(steps):
         step = _damped_steps(hess, grad, damping)
         if coords.lift is not None:
             step = step @ coords.lift.T
@@ -173,24 +203,74 @@ def _levenberg_marquardt(pairs: _Pairs, flat, steps: int, coords: _Coordinates, 
         residual = torch.where(better.reshape(residual.shape[0], -1, 1), trial_residual,
                                residual)
         damping = torch.where(better, damping * 0.3, damping * 10.0).clamp(1e-7, 1e7)
+        if step_index + 1 == steps:
+            break
+        moved = torch.nonzero(better)[:, 0]
+        if moved.numel() == better.numel():
+            hess, grad = pairs.normal_system(flat, residual, coords)
+        elif moved.numel():
+            hess[moved], grad[moved] = pairs.select(moved).normal_system(
+                flat[moved], residual.reshape(better.numel(), -1)[moved], coords)
     return energy, flat, damping
 
 
-def _check_pair_args(model, samples, centroids, penalty, centroids_name="centroids",
-                     centroids_dims="(K, P)") -> None:
-    """Shapes of the samples, the images warped onto them and a per-sample penalty."""
-    check_warp_args(model, samples, images_name="samples")
-    check_warp_args(model, centroids, images_name=centroids_name, images_dims=centroids_dims,
-                     B=(samples.shape[0], "samples.shape[0]"))
-    if isinstance(penalty, torch.Tensor):
-        check_shape(penalty, "penalty", "()", "(B,)", B=(samples.shape[0], "samples.shape[0]"))
-
-
-def _per_pair(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torch.Tensor:
+def per_pair_weight(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torch.Tensor:
     """Penalty weight per (image, sample) pair, image-major, shape (n_images * n_samples,)."""
     if not isinstance(weight, torch.Tensor):
         weight = like.new_full((n_samples,), float(weight))
     return weight.to(like.dtype).reshape(n_samples).repeat(n_images)
+
+
+class _Level:
+    """The pairs of a chunk at one resolution: every (centroid, sample) pair or a subset.
+
+    ``weight`` is the per-pair penalty (K * B,), image-major, already scaled to the level.
+    """
+
+    def __init__(self, model: WarpModel, samples, centroids, weight, gram):
+        self.model = model
+        self.samples = samples  # (B, P_level)
+        self.images = centroids.reshape(centroids.shape[0], 1, *model.shape)
+        self.weight = weight
+        self.gram = gram
+        self.full = coordinates(model, affine=False)
+        self.affine = None if model.affine_rows is None else coordinates(model, affine=True)
+
+    def pairs(self, rows: torch.Tensor | None) -> PairBatch:
+        """All pairs (``rows`` None) or the pairs ``rows`` of the image-major list."""
+        if rows is None:
+            return PairBatch(self.images, self.samples[None], self.model, self.weight, self.gram)
+        n_samples = self.samples.shape[0]
+        return PairBatch(self.images[rows // n_samples], self.samples[rows % n_samples][:, None],
+                      self.model, self.weight[rows], self.gram)
+
+
+def _candidates(energy: torch.Tensor, n_candidates: int | None,
+                screen_ratio: float | None) -> torch.Tensor:
+    """Rows (image-major, into the K * B pairs) of the pairs a sample keeps fitting.
+
+    ``energy`` is (K, B). A centroid stays a candidate of a sample when its energy is at
+    most ``screen_ratio`` times the sample's lowest (``lowest + (ratio - 1) |lowest|``,
+    so the lowest itself always stays) and, with ``n_candidates``, when it is among the
+    ``n_candidates`` lowest.
+    """
+    keep = torch.ones_like(energy, dtype=torch.bool)
+    if screen_ratio is not None:
+        lowest = energy.min(dim=0, keepdim=True).values
+        keep &= energy <= lowest + (float(screen_ratio) - 1.0) * lowest.abs()
+    if n_candidates is not None:
+        top = torch.zeros_like(keep)
+        top.scatter_(0, energy.topk(n_candidates, dim=0, largest=False).indices, True)
+        keep &= top
+    return torch.nonzero(keep.reshape(-1))[:, 0]
+
+
+def _schedule(n_steps: int, switch: int, screen_at: int | None):
+    """The segments ``(first, last, on the coarse level)`` of the full-warp steps: cut
+    where the candidates are screened (after ``screen_at`` steps) and where the fit moves
+    from the coarse level to full resolution (after ``switch`` steps)."""
+    cuts = sorted({0, n_steps, switch} | ({screen_at} if screen_at is not None else set()))
+    return [(a, b, a < switch) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def fit_warps(
@@ -204,15 +284,18 @@ def fit_warps(
     bending_weight: float = 1.0,
     affine_weight: float = 1.0,
     n_candidates: int | None = None,
+    screen_ratio: float | None = None,
     screen_steps: int = 0,
     damping: float = 1e-2,
+    coarse: WarpModel | None = None,
+    coarse_steps: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The regularised warp of every centroid onto every sample of a chunk.
 
     Minimises ``||x_b - S(v) mu_k||^2 + penalty_b * v^T G v`` (``G`` =
     ``model.penalty_gram``) over ``v`` for each pair by Levenberg–Marquardt, starting
-    from the identity; the energy of a pair never rises from one step to the next.
-    Memory is O(B * K * P * n_params).
+    from the identity; the energy of a pair never rises from one step to the next at one
+    resolution. Memory is O(B * K * P * n_params).
 
     Parameters
     ----------
@@ -225,23 +308,36 @@ def fit_warps(
     n_steps : int, default=20
         Damped Gauss–Newton steps on all parameters (after the affine ones).
     affine_steps : int, default=5
-        Steps on the affine part of the warp first (coarse to fine); ignored for
+        Steps on the affine part of the warp first; ignored for
         ``model.transform == "affine"`` and when ``n_steps == 0`` (no warping: the
         identity).
     n_candidates : int, optional
-        With ``screen_steps``: after the affine steps and ``screen_steps`` full steps, only
-        the ``n_candidates`` lowest-energy centroids of each sample are fitted further; the
-        others keep the energy reached (an upper bound of their optimum).
+        Screening: after the affine steps and ``screen_steps`` full steps, only the
+        ``n_candidates`` lowest-energy centroids of each sample are fitted further; the
+        others keep the warp reached (their energy, at full resolution, is an upper bound
+        of their optimum).
+    screen_ratio : float, optional
+        Screening (with or without ``n_candidates``): only the centroids whose energy at
+        that point is at most ``screen_ratio`` (>= 1) times the sample's lowest are
+        fitted further; their number adapts to how clear the choice is.
     screen_steps : int, default=0
     damping : float, default=1e-2
         Initial Levenberg–Marquardt damping :math:`\nu` of every pair (small: the first
         steps are Gauss–Newton steps; large: short gradient-like steps). It adapts per
         pair, so the fitted warps hardly depend on it.
+    coarse : WarpModel, optional
+        The same warp family on a coarser image shape (see :mod:`skxclust.nn.pyramid`):
+        the affine steps and the first ``coarse_steps`` full steps then run on the images
+        downsampled to ``coarse.shape`` (the penalty scaled by the ratio of pixel counts),
+        the others at full resolution. Warp parameters mean the same at both resolutions.
+    coarse_steps : int, default=0
+        Full steps on the coarse level (with ``coarse``).
 
     Returns
     -------
     energies : Tensor of shape (B, K)
-        The minimised energy of every pair (the deformation-invariant distance).
+        The minimised energy of every pair at full resolution (the deformation-invariant
+        distance).
     params : Tensor of shape (B, K, n_basis, D)
 
     Examples
@@ -258,37 +354,93 @@ def fit_warps(
     >>> float(energy[0, 0]) < 0.01 * float(((blob(0.2) - blob(0.0)) ** 2).sum())
     True
     """
-    _check_pair_args(model, samples, centroids, penalty)
-    samples, centroids = samples.detach(), centroids.detach()
+    check_pair_args(model, samples, centroids, penalty)
+    # The fit is scale-invariant (x and mu times c: the energy times c^2 when the penalty
+    # is too), so it runs on images of magnitude ~1, scaled by a power of two (exact).
+    scale = pair_scale(samples, centroids)
+    samples, centroids = samples.detach() / scale, centroids.detach() / scale
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
-    images = centroids.reshape(n_clusters, 1, *model.shape)
-    weight = _per_pair(penalty, n_samples, n_clusters, samples)
+    weight = per_pair_weight(penalty, n_samples, n_clusters, samples) / (scale * scale)
     gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
-    pairs = _Pairs(images, samples[None], model, weight, gram)
+    fine = _Level(model, samples, centroids, weight, gram)
+    switch, first_level = 0, fine  # full steps on the coarse level, level of the first
+    if coarse is not None:
+        switch = min(coarse_steps, n_steps)
+        ratio = coarse.shape[0] * coarse.shape[1] / (model.shape[0] * model.shape[1])
+        low = first_level = _Level(
+            coarse, downsample_images(samples, model.shape, coarse.shape),
+            downsample_images(centroids, model.shape, coarse.shape), weight * ratio, gram)
     flat = samples.new_zeros(n_clusters * n_samples, model.n_params)
     damping = flat.new_full((flat.shape[0],), float(damping))
-    if model.affine_rows is not None and affine_steps > 0 and n_steps > 0:
-        coarse = _Coordinates(model, model.affine_rows)
-        _, flat, damping = _levenberg_marquardt(pairs, flat, affine_steps, coarse, damping)
-    coords = _Coordinates(model)
-    screen = (n_candidates is not None and n_candidates < n_clusters
-              and 0 <= screen_steps < n_steps)
-    first = screen_steps if screen else n_steps
-    energy, flat, damping = _levenberg_marquardt(pairs, flat, first, coords, damping)
-    if screen:
-        top = energy.reshape(n_clusters, n_samples).topk(n_candidates, dim=0, largest=False)
-        rows = (top.indices * n_samples
-                + torch.arange(n_samples, device=samples.device)).reshape(-1)
-        cluster_of, sample_of = rows // n_samples, rows % n_samples
-        kept = _Pairs(images[cluster_of], samples[sample_of][:, None], model, weight[rows],
-                      gram)
-        energy_kept, flat_kept, _ = _levenberg_marquardt(
-            kept, flat[rows], n_steps - first, coords, damping[rows])
-        energy, flat = energy.clone(), flat.clone()
-        energy[rows], flat[rows] = energy_kept, flat_kept
+    if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
+        _, flat, damping = levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
+                                                first_level.affine, damping)
+    capped = n_candidates is not None and n_candidates < n_clusters
+    screen_at = screen_steps if ((capped or screen_ratio is not None)
+                                 and 0 <= screen_steps < n_steps) else None
+    energy, rows = None, None  # energy of every pair; the candidates once screened
+    coarse_energy = coarse_candidates = False  # those energies are coarse-level ones
+    for first, last, on_coarse in _schedule(n_steps, switch, screen_at):
+        level = low if on_coarse else fine
+        if first == screen_at:
+            # screened on full-resolution energies: on 600 MNIST rows the coarse-level
+            # ones dropped the final centroid of 0.3 % of the samples, these of none
+            if energy is None or coarse_energy:
+                energy, coarse_energy = fine.pairs(None).energy(flat)[0], False
+            rows = _candidates(energy.reshape(n_clusters, n_samples),
+                               n_candidates if capped else None, screen_ratio)
+        if rows is None:
+            energy, flat, damping = levenberg_marquardt(level.pairs(None), flat,
+                                                         last - first, level.full, damping)
+            coarse_energy = on_coarse
+            continue
+        out = levenberg_marquardt(level.pairs(rows), flat[rows], last - first, level.full,
+                                   damping[rows])
+        energy, flat, damping = energy.clone(), flat.clone(), damping.clone()
+        energy[rows], flat[rows], damping[rows] = out
+        coarse_candidates = on_coarse
+    if energy is None:  # no step at all: the identity
+        energy = fine.pairs(None).energy(flat)[0]
+    # pairs whose last energy is a coarse-level one get their full-resolution energy
+    redo = torch.full_like(energy, coarse_energy, dtype=torch.bool)
+    if rows is not None:
+        redo[rows] = coarse_candidates
+    redo = torch.nonzero(redo)[:, 0]
+    if redo.numel():
+        energy = energy.clone()
+        energy[redo] = fine.pairs(redo).energy(flat[redo])[0]
     shape = (n_clusters, n_samples, model.n_basis, model.ndim)
-    return (energy.reshape(n_clusters, n_samples).T.contiguous(),
+    return ((energy * (scale * scale)).reshape(n_clusters, n_samples).T.contiguous(),
             flat.reshape(shape).transpose(0, 1).contiguous())
+
+
+def pair_scale(samples: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
+    """The power of two nearest the largest magnitude of ``samples`` and ``centroids``.
+
+    Dividing both by it changes no rounding (a power of two) but keeps every product of
+    the warp fit far from overflow and underflow, whatever the scale of the data (1 for
+    all-zero images).
+
+    Parameters
+    ----------
+    samples : Tensor of shape (B, P)
+    centroids : Tensor of shape (K, P)
+
+    Returns
+    -------
+    Tensor of shape (), in the dtype of ``samples``
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.warp_solver import pair_scale
+    >>> float(pair_scale(torch.tensor([[3.0, -1.0]]), torch.zeros(2, 2)))
+    4.0
+    """
+    largest = torch.maximum(samples.detach().abs().amax(), centroids.detach().abs().amax())
+    _, exponent = torch.frexp(largest)
+    scale = torch.ldexp(torch.ones_like(largest), exponent)
+    return torch.where(largest > 0, scale, torch.ones_like(scale))
 
 
 def warp_energy(
@@ -326,99 +478,14 @@ def warp_energy(
     >>> warp_energy(x, mu, model, torch.zeros(1, 2, 2, 1), penalty=1.0).tolist()
     [[30.0, 30.0]]
     """
-    _check_pair_args(model, samples, centroids, penalty)
+    check_pair_args(model, samples, centroids, penalty)
     check_warp_args(model, params=params, params_dims="(B, K, n_basis, D)",
                      B=(samples.shape[0], "samples.shape[0]"),
                      K=(centroids.shape[0], "centroids.shape[0]"))
     n_samples, n_clusters = params.shape[:2]
     images = centroids.reshape(n_clusters, 1, *model.shape)
     flat = params.transpose(0, 1).reshape(n_clusters * n_samples, model.n_params)
-    pairs = _Pairs(images, samples[None], model, _per_pair(penalty, n_samples, n_clusters,
+    pairs = PairBatch(images, samples[None], model, per_pair_weight(penalty, n_samples, n_clusters,
                                                            samples),
                    model.penalty_gram(bending_weight, affine_weight).to(samples.dtype))
     return pairs.energy(flat.to(samples.dtype))[0].reshape(n_clusters, n_samples).T
-
-
-def warp_log_volume(
-    samples: torch.Tensor,
-    images: torch.Tensor,
-    model: WarpModel,
-    params: torch.Tensor,
-    penalty: float | torch.Tensor,
-    bending_weight: float = 1.0,
-    affine_weight: float = 1.0,
-) -> torch.Tensor:
-    r"""``log det(J^T J + lambda G) - log det(lambda G)`` of each fitted pair (Occam factor).
-
-    With Gaussian pixel noise of variance :math:`\sigma^2` and the Gaussian warp prior
-    whose precision is :math:`\lambda G / \sigma^2`, the energy of :func:`fit_warps` is
-    :math:`2\sigma^2` times the negative log posterior, and the Laplace approximation of
-    the evidence of a sample is
-
-    .. math::  \log p(x) \approx -\frac{E(v^*)}{2\sigma^2} - \frac12\,\mathrm{this}
-               - \frac P2 \log(2\pi\sigma^2).
-
-    The term grows with the number of warp parameters the data actually determine, so
-    it makes warps of different flexibility comparable (a more flexible warp must lower
-    the energy by more than it adds here).
-
-    Parameters
-    ----------
-    samples : Tensor of shape (N, P)
-    images : Tensor of shape (N, P)
-        The image warped onto each sample (e.g. ``centroids[labels]``).
-    model : WarpModel
-    params : Tensor of shape (N, n_basis, D)
-        The fitted warps (from :func:`fit_warps`).
-    penalty, bending_weight, affine_weight : see :func:`fit_warps`.
-
-    Returns
-    -------
-    Tensor of shape (N,), float64
-
-    Examples
-    --------
-    A stiffer warp prior leaves less for the data to determine:
-
-    >>> import torch
-    >>> from skxclust.nn import make_warp_model
-    >>> from skxclust.nn.warp_solver import warp_log_volume
-    >>> model = make_warp_model((1, 6), n_landmarks=4, transform="affine",
-    ...                         dtype=torch.float64)
-    >>> x = torch.tensor([[0.0, 1.0, 2.0, 2.0, 1.0, 0.0]], dtype=torch.float64)
-    >>> params = torch.zeros(1, 2, 1, dtype=torch.float64)
-    >>> soft, stiff = (warp_log_volume(x, x, model, params, penalty=p) for p in (0.1, 10.0))
-    >>> bool(soft[0] > stiff[0] > 0)
-    True
-    """
-    _check_pair_args(model, samples, images, penalty, centroids_name="images",
-                     centroids_dims="(B, P)")
-    check_warp_args(model, params=params, B=(samples.shape[0], "samples.shape[0]"))
-    n = samples.shape[0]
-    dtype = torch.float64
-    gram = model.penalty_gram(bending_weight, affine_weight).to(dtype)
-    weight = _per_pair(penalty, n, 1, samples).to(dtype)
-    pairs = _Pairs(images.detach().reshape(n, 1, *model.shape).to(dtype),
-                   samples.detach().to(dtype)[:, None], model, weight, gram)
-    flat = params.detach().reshape(n, -1).to(dtype)
-    model_dtype = model.basis.dtype
-    if model_dtype != dtype:  # the basis in float64 for the determinant
-        model = _model_as(model, dtype)
-        pairs.model = model
-    _, residual = pairs.energy(flat)
-    hess, _ = pairs.normal_system(flat, residual, _Coordinates(model))
-    eig_prior = torch.linalg.eigvalsh(gram)
-    floor = 1e-12 * eig_prior.abs().max().clamp_min(1e-300)
-    log_prior = torch.log(eig_prior.clamp_min(floor)).sum() \
-        + gram.shape[0] * torch.log(weight.clamp_min(1e-300))
-    eig_post = torch.linalg.eigvalsh(hess)
-    return torch.log(eig_post.clamp_min(floor)).sum(-1) - log_prior
-
-
-def _model_as(model: WarpModel, dtype) -> WarpModel:
-    """A shallow copy of ``model`` whose tensors used by the fit are in ``dtype``."""
-    out = object.__new__(type(model))
-    out.__dict__.update({name: value.to(dtype) if isinstance(value, torch.Tensor)
-                         and value.is_floating_point() else value
-                         for name, value in model.__dict__.items()})
-    return out

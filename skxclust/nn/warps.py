@@ -69,6 +69,9 @@ class WarpModel:
         affine_gram v`` the squared norm of its least-squares affine part ``[t, A]``
         (translation and linear map). Neither changes its meaning with the number of
         landmarks. See :meth:`penalty_gram`.
+    cache : dict
+        Tensors the warp solver derives from the basis, built on first use and reused by
+        every later fit with this model (read-only once built).
     affine_rows : Tensor of shape (n_basis, D + 1) or None
         Parameters of the affine warps: ``params = affine_rows @ a`` for affine
         coefficients ``a`` (``(D + 1) x D``); None for ``"affine"``, where every warp is
@@ -88,6 +91,7 @@ class WarpModel:
     def __init__(self, shape, transform, points, basis, landmark_basis, centers):
         self.shape = (int(shape[0]), int(shape[1]))
         self.transform = transform
+        self.cache: dict = {}  # tensors derived from the basis by the solver, built once
         self.points = points
         self.basis = basis
         self.landmark_basis = landmark_basis
