@@ -228,8 +228,10 @@ def st_speed_section(data: dict) -> str:
         o, k, e = c["ours"], c["kornia"], a["energy_on_timed_pairs"]
         measure = (f"fit the warp of one (sample, centroid) pair, {c['n_landmarks']} TPS "
                    f"landmarks, {c['image'][0]}×{c['image'][1]}, the same energy")
-        ours = (f"`fit_warps`, {o['affine_steps']} affine + {o['n_steps']} "
-                f"Levenberg–Marquardt steps, all pairs batched: "
+        coarse = (f" (the affine and the first {o['coarse_steps']} on half-resolution "
+                  f"images)" if o.get("coarse_steps") else "")
+        ours = (f"the estimator's warp fit, {o['affine_steps']} affine + {o['n_steps']} "
+                f"Levenberg–Marquardt steps{coarse}, all pairs batched: "
                 f"{seconds(a['ours_seconds_per_pair'])} per pair "
                 f"({seconds(a['ours_screened_seconds_per_pair'])} with candidate "
                 f"screening); mean energy {e['mean_ours']:.4g} on the "

@@ -27,8 +27,8 @@ from skxclust import SpatialTransformerKMeans
 from skxclust.datasets import make_elastic
 from skxclust.metrics import clustering_accuracy
 
-__all__ = ["fit_against_kmeans", "fit_elastic_20k", "mnist_split", "per_pair_costs",
-           "screening_effect"]
+__all__ = ["described", "fit_against_kmeans", "fit_elastic_20k", "mnist_split",
+           "per_pair_costs", "screening_effect"]
 
 N_CLUSTERS = 10
 ELASTIC = {"copies": 4, "alpha": 1.5, "sigma": 3.0}
@@ -41,7 +41,8 @@ def mnist_split(X, y, n_test: int = 1000, seed: int = 0):
     return train_test_split(X, y, test_size=n_test, stratify=y, random_state=seed)
 
 
-def _described(params: dict | None) -> str:
+def described(params: dict | None) -> str:
+    """How a benchmark's estimator departs from the defaults, for the JSON."""
     return ", ".join(["defaults, n_clusters=10", *(f"{k}={v}" for k, v in (params or {}).items())])
 
 
@@ -140,7 +141,7 @@ def fit_against_kmeans(X_train, y_train, X_test, y_test, seed: int = 0,
     agreement = float(np.mean(st.predict(X_train) == st.labels_))
     screening = screening_effect(st, X_test)
     return {"n_samples": int(X_train.shape[0]), "dtype": str(X_train.dtype),
-            "params": _described(params), "seconds": seconds,
+            "params": described(params), "seconds": seconds,
             "kmeans_seconds": kmeans, "ratio_to_kmeans": seconds / min(kmeans),
             "n_iter": int(st.n_iter_), "heldout_acc": float(
                 clustering_accuracy(y_test, st.predict(X_test))),
@@ -151,7 +152,7 @@ def fit_against_kmeans(X_train, y_train, X_test, y_test, seed: int = 0,
 def screening_effect(st, X) -> dict:
     """How often screening changes ``predict``: the fitted model's labels of X with the
     default screening and without any (``screen_ratio=None``), with float32 warp fits and
-    with float64 ones (where rounding moves fewer fits into other local optima)."""
+    with float64 ones."""
     out = {"n_rows": int(X.shape[0])}
     for dtype in ("float32", "float64"):
         model = copy.deepcopy(st).set_params(warp_dtype=dtype)
@@ -173,7 +174,7 @@ def fit_elastic_20k(X_train, X_test, y_test, seconds_4000: float, seed: int = 0,
     st.fit(X)
     seconds = time.perf_counter() - t0
     rows = np.arange(0, X.shape[0], 10)  # predict == labels_ on every tenth row
-    return {"n_samples": int(X.shape[0]), "elastic": ELASTIC, "params": _described(params),
+    return {"n_samples": int(X.shape[0]), "elastic": ELASTIC, "params": described(params),
             "seconds": seconds,
             "ratio_to_4000_row_fit": seconds / seconds_4000, "n_iter": int(st.n_iter_),
             "subsample": st.subsample,
