@@ -105,7 +105,7 @@ class PairBatch:
         pixels = self.targets.shape[-1]
         targets = self.targets.expand(self.images.shape[0], n_warps, pixels)[image, warp]
         return PairBatch(self.images[image], targets[:, None], self.model, self.weight[rows],
-                      self.gram)
+                         self.gram)
 
     def _grid(self, flat):
         """Sampling grids of the warps ``flat`` (N, n_params), shape (G, M * H, W, 2)."""
@@ -242,7 +242,7 @@ class _Level:
             return PairBatch(self.images, self.samples[None], self.model, self.weight, self.gram)
         n_samples = self.samples.shape[0]
         return PairBatch(self.images[rows // n_samples], self.samples[rows % n_samples][:, None],
-                      self.model, self.weight[rows], self.gram)
+                         self.model, self.weight[rows], self.gram)
 
 
 def _candidates(energy: torch.Tensor, n_candidates: int | None,
@@ -374,7 +374,7 @@ def fit_warps(
     damping = flat.new_full((flat.shape[0],), float(damping))
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
         _, flat, damping = levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
-                                                first_level.affine, damping)
+                                               first_level.affine, damping)
     capped = n_candidates is not None and n_candidates < n_clusters
     screen_at = screen_steps if ((capped or screen_ratio is not None)
                                  and 0 <= screen_steps < n_steps) else None
@@ -391,11 +391,11 @@ def fit_warps(
                                n_candidates if capped else None, screen_ratio)
         if rows is None:
             energy, flat, damping = levenberg_marquardt(level.pairs(None), flat,
-                                                         last - first, level.full, damping)
+                                                        last - first, level.full, damping)
             coarse_energy = on_coarse
             continue
         out = levenberg_marquardt(level.pairs(rows), flat[rows], last - first, level.full,
-                                   damping[rows])
+                                  damping[rows])
         energy, flat, damping = energy.clone(), flat.clone(), damping.clone()
         energy[rows], flat[rows], damping[rows] = out
         coarse_candidates = on_coarse
@@ -485,7 +485,7 @@ def warp_energy(
     n_samples, n_clusters = params.shape[:2]
     images = centroids.reshape(n_clusters, 1, *model.shape)
     flat = params.transpose(0, 1).reshape(n_clusters * n_samples, model.n_params)
-    pairs = PairBatch(images, samples[None], model, per_pair_weight(penalty, n_samples, n_clusters,
-                                                           samples),
-                   model.penalty_gram(bending_weight, affine_weight).to(samples.dtype))
+    weight = per_pair_weight(penalty, n_samples, n_clusters, samples)
+    pairs = PairBatch(images, samples[None], model, weight,
+                      model.penalty_gram(bending_weight, affine_weight).to(samples.dtype))
     return pairs.energy(flat.to(samples.dtype))[0].reshape(n_clusters, n_samples).T
