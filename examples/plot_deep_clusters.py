@@ -11,9 +11,9 @@ propagation (LRP) rules. For a ReLU network without biases, relevance is conserv
 the cluster evidence down to the pixels, except for the share that NEON gives to features
 that are exactly zero (see the last section).
 
-Here ``phi`` is a tiny convolutional network with hand-set oriented edge filters (no
-training needed): the clusters are built on local stroke orientation rather than on raw
-intensity.
+Here ``phi`` is a tiny convolutional network with hand-set oriented edge filters and a
+hand-set layer that contrasts the orientations (no training needed): the clusters are built
+on local stroke orientation rather than on raw intensity.
 """
 
 # %%
@@ -48,12 +48,22 @@ conv = nn.Conv2d(1, 8, kernel_size=3, padding=1, bias=False, dtype=torch.float64
 with torch.no_grad():
     conv.weight.copy_(torch.cat([edges, -edges])[:, None])
 
+# A 1x1 convolution contrasts the orientations: each output channel takes both
+# polarities of its own orientation minus a third of those of the three others, so it has
+# positive and negative weights.
+own = torch.eye(4, dtype=torch.float64).repeat(1, 2)  # (4 orientations, 8 edge channels)
+contrast = nn.Conv2d(8, 4, kernel_size=1, bias=False, dtype=torch.float64)
+with torch.no_grad():
+    contrast.weight.copy_((own - (1 - own) / 3)[:, :, None, None])
+
 phi = nn.Sequential(
     nn.Unflatten(1, (1, *image_shape)),  # (n, 64) -> (n, 1, 8, 8)
-    conv,
+    conv,                                 # the input layer: always the epsilon rule
     nn.ReLU(),
     nn.AvgPool2d(2),                      # (n, 8, 4, 4)
-    nn.Flatten(),                         # (n, 128)
+    contrast,                             # (n, 4, 4, 4): the rule chosen in explain
+    nn.ReLU(),
+    nn.Flatten(),                         # (n, 64)
 )
 
 n_init = 1 if QUICK else 10
@@ -67,8 +77,12 @@ print(f"ARI, k-means on edge features:  {adjusted_rand_score(y, deep.labels_):.3
 # %%
 # Relevance on the pixels
 # -----------------------
-# ``rule="zplus"`` uses only the positive weights for the layers after the first ReLU;
-# the default epsilon rule is shown for comparison.
+# The rule chosen in ``explain`` applies to the weighted layers after the first one, here
+# the contrast layer: ``rule="zplus"`` uses only its positive weights (its inputs are
+# non-negative, after the first ReLU), so the orientations it subtracts receive no relevance
+# from it. The edge convolution sees the raw pixels and is explained with the epsilon rule
+# under either choice (it is found by type: the ``Unflatten`` before it does not count). The
+# default epsilon rule is shown for comparison.
 rows = [int(np.flatnonzero(deep.labels_ == k)[0]) for k in range(4)]
 R_eps = deep.explain(X[rows])
 R_zp = deep.explain(X[rows], rule="zplus")

@@ -302,13 +302,14 @@ class ExplainableKMeans(BaseTorchKMeans):
             Not for dask arrays.
         rule : {"epsilon", "zplus"} or rule object, default="epsilon"
             Only with a ``feature_extractor``: LRP rule for its Linear/Conv layers after
-            the first (which always uses epsilon). "zplus" suits ReLU networks. A rule
-            object is accepted too, e.g. ``skxclust.nn.GammaRule(0.25)`` or your own
-            object with a ``propagate(layer, a, relevance)`` method (see
-            :mod:`skxclust.nn.rules`).
+            the first one. The first Linear/Conv layer sees the raw input and always uses
+            the epsilon rule, whatever reshapes (such as ``nn.Unflatten``) or pools come
+            before it. "zplus" suits ReLU networks. A rule object is accepted too, e.g.
+            ``skxclust.nn.GammaRule(0.25)`` or your own object with a
+            ``propagate(layer, a, relevance)`` method (see :mod:`skxclust.nn.rules`).
         epsilon : float, default=1e-9
             Only with a ``feature_extractor``: stabiliser of the epsilon rule (of the first
-            layer, and of the rule given by name).
+            Linear/Conv layer, and of the rule given by name).
 
         Returns
         -------

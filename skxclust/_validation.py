@@ -393,18 +393,39 @@ def check_top_k(top_k, n_features: int) -> int | None:
     return int(top_k)
 
 
-def resolve_image_shape(image_shape, n_features: int) -> tuple[int, int]:
+def _shape_entries(image_shape) -> tuple | None:
+    """The entries of ``image_shape`` as a tuple: those of a tuple or list as they are
+    (bools stay bools), those of any other 1-D array-like (numpy array, tensor) read
+    through numpy; None for a string, bytes, a scalar or anything numpy cannot read."""
+    if isinstance(image_shape, (tuple, list)):
+        return tuple(image_shape)
+    if isinstance(image_shape, (str, bytes)):
+        return None
+    try:
+        array = np.asarray(image_shape)
+    except (TypeError, ValueError):
+        return None
+    return tuple(array.tolist()) if array.ndim == 1 else None
+
+
+def resolve_image_shape(image_shape, n_features: int, *,
+                        allow_none: bool = True) -> tuple[int, int]:
     """The (H, W) that rows of ``n_features`` values are reshaped to (row-major).
 
     The one place where image shapes are resolved and validated: the ST K-means fits,
-    its warp models and :mod:`skxclust.plotting` all call it.
+    its warp models, :mod:`skxclust.plotting` and the generators of
+    :mod:`skxclust.datasets` all call it.
 
     Parameters
     ----------
     image_shape : pair of int or None
-        ``(H, W)`` with ``H * W == n_features``. None gives a square image when
-        ``n_features`` is a perfect square and a ``1 x n_features`` signal otherwise.
+        ``(H, W)`` with ``H * W == n_features``, as a tuple, a list or a 1-D array of
+        ints (not bools). None gives a square image when ``n_features`` is a perfect
+        square and a ``1 x n_features`` signal otherwise.
     n_features : int
+    allow_none : bool, default=True
+        False where the shape is required (the generators of :mod:`skxclust.datasets`):
+        None is then refused like any other value that is not a pair.
 
     Returns
     -------
@@ -413,8 +434,8 @@ def resolve_image_shape(image_shape, n_features: int) -> tuple[int, int]:
     Raises
     ------
     ValueError
-        Naming ``image_shape`` and its value, when it is not a pair of positive ints or
-        does not hold ``n_features`` pixels.
+        Naming ``image_shape`` and its value, when it is not a pair of positive ints (or
+        None, where allowed) or does not hold ``n_features`` pixels.
 
     Examples
     --------
@@ -422,19 +443,23 @@ def resolve_image_shape(image_shape, n_features: int) -> tuple[int, int]:
     ((8, 8), (1, 10))
     >>> resolve_image_shape((4, 16), 64)
     (4, 16)
+    >>> resolve_image_shape(None, 64, allow_none=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: image_shape=None must be a pair (H, W) of positive ints.
     """
-    if image_shape is None:
+    if image_shape is None and allow_none:
         side = math.isqrt(n_features)
         return (side, side) if side * side == n_features else (1, n_features)
-    shape = tuple(np.asarray(image_shape).tolist()) if not isinstance(image_shape, tuple) \
-        else image_shape
-    ok = len(shape) == 2 and all(
+    shape = _shape_entries(image_shape)
+    ok = shape is not None and len(shape) == 2 and all(
         isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool) and s >= 1
         for s in shape
     )
     if not ok:
+        expected = "None or a pair" if allow_none else "a pair"
         raise ValueError(
-            f"image_shape={image_shape!r} must be None or a pair (H, W) of positive ints."
+            f"image_shape={image_shape!r} must be {expected} (H, W) of positive ints."
         )
     height, width = int(shape[0]), int(shape[1])
     if height * width != n_features:

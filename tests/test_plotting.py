@@ -80,6 +80,16 @@ def test_plot_centroids_refuses_image_shape_that_does_not_fit():
         plot_centroids(np.zeros((2, 16)), image_shape=(3, 5))
 
 
+@pytest.mark.parametrize("image_shape", [16, [4, [2, 2]], b"\x04\x04", [True, 16], "44"],
+                         ids=["int", "ragged", "bytes", "bool", "str"])
+def test_plot_centroids_refuses_an_image_shape_that_is_not_a_pair_of_ints_naming_it(
+        image_shape):
+    with pytest.raises(ValueError) as refused:
+        plot_centroids(np.zeros((2, 16)), image_shape=image_shape)
+    assert str(refused.value) == (f"image_shape={image_shape!r} must be None or a pair "
+                                  f"(H, W) of positive ints.")
+
+
 def test_plot_relevance_has_sample_and_heatmap_per_sample_plus_colorbars(fitted):
     km, X = fitted
     R = km.explain(X[:3])

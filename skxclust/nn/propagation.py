@@ -5,18 +5,22 @@ explained by NEON on ``phi(x)``, then propagated through the layers of ``phi``.
 
 Rules (``a``: layer input, ``z``: layer output before any activation):
 
-- Linear / Conv1d / Conv2d / average pools, **epsilon rule**:
-  ``R_in = a * grad_a(z . s)`` with ``s = R_out / (z + eps * sign(z))``.
-- Linear / Conv on non-negative inputs (after a ReLU), **z-plus rule** when
-  ``rule="zplus"``: the same with the weights clamped at 0 and no bias; or any rule object
-  of :mod:`skxclust.nn.rules` (e.g. :class:`~skxclust.nn.GammaRule`) or of your own. The
-  first layer (raw input, possibly negative) always uses the epsilon rule.
+- The **input layer**, i.e. the first Linear / Conv1d / Conv2d of the list, whatever
+  reshapes, pools or other layers come before it (as zennit's composites pick their
+  first layer by type): the **epsilon rule**,
+  ``R_in = a * grad_a(z . s)`` with ``s = R_out / (z + eps * sign(z))``: its input is the
+  raw data (or a reshaped or pooled copy of it), possibly negative.
+- Every later Linear / Conv1d / Conv2d: the rule chosen by ``rule``, the epsilon rule by
+  default; ``rule="zplus"`` (suited to non-negative inputs, after a ReLU) is the same with
+  the weights clamped at 0 and no bias; or any rule object of :mod:`skxclust.nn.rules`
+  (e.g. :class:`~skxclust.nn.GammaRule`) or of your own.
 - ReLU: relevance passes through unchanged (it is explained at the next linear layer's
   pre-activation).
-- Pools (average, max, adaptive): relevance is routed along the pooling's own gradient,
-  ``R_in = (dz/da)^T R_out``: max pools give it to the winner, average pools split it
-  evenly over each window. This conserves exactly even where the pooled activations are
-  zero (the usual ``a * grad`` form would lose relevance on zero activations after a ReLU).
+- Pools (average, max, adaptive): no rule choice; relevance is routed along the pooling's
+  own gradient, ``R_in = (dz/da)^T R_out``: max pools give it to the winner, average pools
+  split it evenly over each window. This conserves exactly even where the pooled
+  activations are zero (the usual ``a * grad`` form would lose relevance on zero
+  activations after a ReLU).
 - Flatten, Unflatten, Identity, Dropout (evaluation mode): reshape only.
 
 For a network without biases, each rule conserves relevance up to ``eps``; biases absorb
@@ -108,7 +112,9 @@ def lrp_backward(
     relevance : Tensor of shape (B, F)
         Relevance of the (flattened) output: ``F`` is the number of outputs per row.
     rule : {"epsilon", "zplus"} or rule object, default="epsilon"
-        Rule for weighted layers after the first one: a name, or any object with a
+        Rule for the weighted layers (Linear, Conv1d, Conv2d) after the first weighted
+        layer of the list, which always uses the epsilon rule (whatever reshapes or pools
+        come before it): a name, or any object with a
         ``propagate(layer, a, relevance)`` method (:class:`~skxclust.nn.EpsilonRule`,
         :class:`~skxclust.nn.ZPlusRule`, :class:`~skxclust.nn.GammaRule` or your own; see
         :mod:`skxclust.nn.rules`).
@@ -140,6 +146,9 @@ def lrp_backward(
     check_shape(x, "x", "(B, ...)")
     check_shape(relevance, "relevance", "(B, ...)", B=(x.shape[0], "x.shape[0]"))
     first_rule = EpsilonRule(epsilon)
+    # the input layer by type, not by position: a flat-row extractor starts with Unflatten
+    first_weighted = next(
+        (i for i, layer in enumerate(layers) if isinstance(layer, _WEIGHTED)), None)
     activations = [x]
     with torch.no_grad():
         for layer in layers:
@@ -158,8 +167,8 @@ def lrp_backward(
             R = R.reshape(a.shape)
         elif isinstance(layer, _POOLS):
             R = _routing_rule(layer, a, R)
-        elif isinstance(layer, _WEIGHTED) and i > 0:
-            R = rule.propagate(layer, a, R)
-        else:
+        elif isinstance(layer, _WEIGHTED):
+            R = (first_rule if i == first_weighted else rule).propagate(layer, a, R)
+        else:  # a type supported_layers refuses (lrp_backward does not check the list)
             R = first_rule.propagate(layer, a, R)
     return R

@@ -7,9 +7,10 @@ Pure torch; no scikit-learn import. A rule is any object with one method,
     ``(B, ...)``), ``relevance`` the relevance of its output (the shape of ``layer(a)``);
     returns the relevance of its input (the shape of ``a``).
 
-:func:`~skxclust.nn.lrp_backward` calls it for every weighted layer but the first, so a new
-rule is one class: no string to register. The built-in rules share one form, that of zennit's
-basic rules: for a modified copy :math:`\tilde z = \tilde W a + \tilde b` of the layer,
+:func:`~skxclust.nn.lrp_backward` calls it for every weighted layer but the first one (the
+input layer, which always gets :class:`EpsilonRule`), so a new rule is one class: no string to
+register. The built-in rules share one form, that of zennit's basic rules: for a modified
+copy :math:`\tilde z = \tilde W a + \tilde b` of the layer,
 
 .. math:: R_{\mathrm{in}} = a \odot \nabla_a\bigl(\tilde z \cdot s\bigr), \qquad
           s = R_{\mathrm{out}} / (\tilde z + \epsilon\,\mathrm{sign}(\tilde z)),
