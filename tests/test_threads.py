@@ -92,3 +92,77 @@ def test_overlapping_uses_in_two_threads_restore_both_threads(two_threads, last_
     assert seen == {"inside": 1, "after": 2}
     assert torch.get_num_threads() == 2
     assert fresh == [2]
+
+
+def _split_gains_of_digits(monkeypatch, n_threads):
+    """``_split_gains`` on 3 digit classes of 300 rows (above the 256-row subset), and
+    the (Python thread, torch threads) each two-cluster fit ran in."""
+    from sklearn.datasets import load_digits
+
+    from skxclust import SpatialTransformerKMeans, _lloyd, _split_merge
+    from skxclust._warp_geometry import euclidean_kmeans
+
+    X, y = load_digits(return_X_y=True)
+    keep = np.concatenate([np.flatnonzero(y == c)[:150] for c in range(6)])
+    X = torch.as_tensor(X[keep] / 16.0)
+    labels = torch.as_tensor(y[keep] // 2)  # 3 clusters of 300 rows, two classes each
+    weight = torch.ones(X.shape[0], dtype=X.dtype)
+    geometry = SpatialTransformerKMeans(3, n_steps=3, affine_steps=2, n_landmarks=4,
+                                        batch_size=16)._make_geometry(64)
+    seen, fit = [], _lloyd.lloyd
+
+    def spy(*args, **kwargs):
+        seen.append((threading.current_thread().name, torch.get_num_threads()))
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(_split_merge, "lloyd", spy)
+    gains_of = _split_merge._split_gains
+    generator = torch.Generator().manual_seed(0)
+    with torch_threads(n_threads):
+        gains, halves = gains_of(
+            X, weight, labels, torch.full_like(weight, 10.0), geometry, generator,
+            lambda Xc, k, w, g: euclidean_kmeans(Xc, k, w, g, n_runs=3))
+    return gains, halves, seen, int(torch.randint(2**31, (1,), generator=generator))
+
+
+def _split_gains_one_after_the_other(monkeypatch):
+    """The reference: each cluster's subset, seeds and fit drawn and run in turn."""
+    from skxclust import _lloyd, _split_merge
+
+    def sequential(X, weight, labels, nearest, geometry, generator, seed_centers):
+        gains = torch.full((3,), -torch.inf, dtype=torch.float64)
+        halves = [None] * 3
+        for c in range(3):
+            members = torch.nonzero(labels == c).flatten()
+            total = float(weight[members].to(torch.float64).sum())
+            pick = torch.randperm(members.numel(), generator=generator)[:256]
+            members = members[pick.sort().values]
+            share = total / float(weight[members].to(torch.float64).sum())
+            seeds, _ = seed_centers(X[members], 2, weight[members], generator)
+            with torch_threads(1):
+                _, inertia, centers, _ = _lloyd.lloyd(X[members], seeds, geometry,
+                                                      weight[members], max_iter=2, tol=0.0)
+            before = float((nearest[members].to(torch.float64) * weight[members]).sum())
+            gains[c], halves[c] = share * (before - float(inertia)), centers
+        return gains, halves
+
+    monkeypatch.setattr(_split_merge, "_split_gains", sequential)
+
+
+def test_split_gains_fit_one_cluster_per_core_and_do_not_depend_on_the_threads(monkeypatch):
+    one = _split_gains_of_digits(monkeypatch, 1)
+    two = _split_gains_of_digits(monkeypatch, 2)
+    monkeypatch.undo()
+    _split_gains_one_after_the_other(monkeypatch)
+    reference = _split_gains_of_digits(monkeypatch, 2)
+    # one torch thread: every fit in the calling thread; two: the fits spread over two
+    # Python threads, each fit single-threaded
+    assert {name for name, _ in one[2]} == {threading.current_thread().name}
+    assert len({name for name, _ in two[2]}) == 2
+    assert all(n == 1 for _, n in one[2] + two[2])
+    # the subsets, seeds and fits of the one-after-the-other reference, whatever the
+    # threads, and the generator left alike
+    for got in (one, two):
+        assert torch.equal(got[0], reference[0]) and got[3] == reference[3]
+        for a, b in zip(got[1], reference[1]):
+            assert torch.equal(a, b)
