@@ -35,10 +35,10 @@ lint: $(STAMP)
 # benchmarks/runner.py). bench-quick: ~2 minutes, into benchmarks/results/quick/, README untouched.
 # Extra options: make bench BENCH_ARGS="--only explainable,quality".
 bench: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m benchmarks $(BENCH_ARGS)
+	$(PY) -m benchmarks $(BENCH_ARGS)
 
 bench-quick: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m benchmarks --quick $(BENCH_ARGS)
+	$(PY) -m benchmarks --quick $(BENCH_ARGS)
 
 # Documentation, warnings as errors. SKXCLUST_EXAMPLES_QUICK=1 runs the gallery on small data.
 DOC_STAMP := $(VENV)/.skxclust-doc-installed

@@ -20,14 +20,16 @@ process, which here is reached while building the data, so small increases read 
 
 from __future__ import annotations
 
-import os
+import skxclust
 
-# Before torch loads OpenMP: idle workers sleep instead of spinning (see _common).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# skxclust first, as a user's script imports it: its OpenMP spin setting applies before
+# torch loads OpenMP (skxclust._openmp), so the benchmark runs what users run.
+SHORT_SPIN = skxclust._openmp.SPIN_SET_BY_SKXCLUST  # False: the user chose a policy
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -141,7 +143,7 @@ def run_isolated(kind: str, method: str, n: int) -> dict:
     """:func:`measure` in a fresh Python process (nothing allocated before counts)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", f"{kind}:{method}:{n}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+                          env=dict(os.environ))
     if proc.returncode != 0:
         raise RuntimeError(f"{kind}.{method}(N={n}) failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

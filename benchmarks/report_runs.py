@@ -34,6 +34,15 @@ def _versions(machine: dict) -> dict:
     return {k: nested.get(k) or flat.get(k) for k in VERSION_KEYS}
 
 
+def _openmp(machine: dict) -> str:
+    """The OpenMP wait setting a run had: the benchmark's own ``OMP_WAIT_POLICY`` (files
+    from before the benchmarks ran what users run) or skxclust's ``GOMP_SPINCOUNT``."""
+    policy, spin = machine.get("omp_wait_policy"), machine.get("gomp_spincount")
+    if policy:
+        return f"OMP_WAIT_POLICY={policy}"
+    return f"GOMP_SPINCOUNT={spin}" if spin else "libgomp default"
+
+
 def runs_section(files: dict[str, dict]) -> str:
     """Which run each file comes from: date, commit, CPUs, load; the shared versions."""
     rows, versions, platforms = [], set(), set()
@@ -47,13 +56,13 @@ def runs_section(files: dict[str, dict]) -> str:
         load = " → ".join(f"{v:.2f}" for v in (start, end) if v is not None) or "–"
         rows.append([f"`{name}.json`", "quick" if is_quick(data) else "full", date,
                      commit or "–", f"{m.get('cpu_count', '?')} / {m.get('torch_threads', '?')}",
-                     load])
+                     _openmp(m), load])
         versions.add(tuple(_versions(m).items()))
         system = str(m.get("platform", "?")).split("-")[0]
         platforms.add(f"{system}, {m.get('processor', '?')}"
                       + (f", CUDA {m['cuda_device']}" if m.get("cuda_device") else ""))
     text = table(["result file", "run", "date (UTC)", "commit", "CPUs / torch threads",
-                  "load average (1 min) start → end"], rows)
+                  "OpenMP wait", "load average (1 min) start → end"], rows)
     if len(versions) == 1:
         shared = ", ".join(f"{VERSION_NAMES.get(k, k)} {v}" for k, v in next(iter(versions)) if v)
         text += f"\n\nVersions: {shared}."

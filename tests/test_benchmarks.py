@@ -116,6 +116,32 @@ def test_st_speed_section_reports_the_pair_cost_the_fit_ratio_and_the_20k_fit():
         in text
     # 2.4x is fast enough but the ACC misses 0.91: not met
     assert "| 2.40× | ≤ 3× and ACC ≥ 0.91: missed |" in text
+    # the 20,000-row ratio is beside the 4,000-row fit of its own run, not a later one
+    data["fit_4000"] = {**fit, "seconds": 40.0}
+    text = report_sections.st_speed_section(data)
+    assert "| the 4000-row fit 50 s | 2.40× |" in text
+
+
+def test_benchmarks_run_what_users_run_skxclust_first_and_no_openmp_variable_of_their_own():
+    # every benchmark script imports skxclust before anything that loads OpenMP (torch,
+    # scikit-learn), so its short spin applies as in a user's session; none (nor the
+    # runner or `make bench`) sets OMP_WAIT_POLICY, whose study is omp_wait.py's alone
+    import ast
+
+    for path in [*BENCH_FILES, ROOT / "benchmarks" / "gpu_check.py"]:
+        tree = ast.parse(path.read_text())
+        imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+                   and not (isinstance(node, ast.ImportFrom) and node.module == "__future__")]
+        first = imports[0]
+        assert isinstance(first, ast.Import) and first.names[0].name == "skxclust", path.name
+    for path in [*(ROOT / "benchmarks").glob("*.py"), ROOT / "Makefile"]:
+        if path.name == "omp_wait.py":
+            continue
+        text = path.read_text()
+        if path.name == "Makefile":  # the test target may keep it; bench targets may not
+            text = "\n".join(line for line in text.splitlines() if "-m benchmarks" in line)
+        assert "PASSIVE" not in text and 'environ.setdefault("OMP_WAIT_POLICY"' not in text, \
+            path.name
 
 
 def test_ratio_and_time_formatting():
