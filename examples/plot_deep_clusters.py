@@ -7,9 +7,10 @@ With ``feature_extractor=phi`` (a ``torch.nn.Sequential``),
 :class:`~skxclust.ExplainableKMeans` clusters ``phi(X)`` and
 :meth:`~skxclust.ExplainableKMeans.explain` returns relevance on the *raw pixels*: the
 NEON relevance of the features is propagated back through ``phi`` by layer-wise relevance
-propagation (LRP) rules. For a ReLU network without biases, relevance is conserved from
-the cluster evidence down to the pixels, except for the share that NEON gives to features
-that are exactly zero (see the last section).
+propagation (LRP) rules. For a ReLU network without biases, relevance is meant to be
+conserved from the cluster evidence down to the pixels, except for the share that NEON
+gives to features that are exactly zero; the last section measures how far this network
+is from that (far: a known defect of the propagation, described there).
 
 Here ``phi`` is a tiny convolutional network with hand-set oriented edge filters and a
 hand-set layer that contrasts the orientations (no training needed): the clusters are built
@@ -105,8 +106,11 @@ fig.tight_layout()
 # LRP rules conserve relevance layer by layer for a network without biases, with one
 # exception that matters for ReLU features: the midpoint rule of NEON also gives relevance
 # to features that are exactly zero (their root point is not zero), and a zero activation
-# has no input contribution to pass it back to. That share is lost at the first layer
-# below the features; everything else arrives on the pixels.
+# has no input contribution to pass it back to. The lines below measure how far the pixel
+# relevances are from that account: here far (a known defect, see the warning in the user
+# guide's "Conservation"): the ReLU passes the zero features' share back unchanged, the
+# average pool spreads relevance over zero activations, and pre-activations that are zero
+# only up to rounding (the zero-sum filters over flat patches) divide it by epsilon.
 from skxclust.nn import neon_relevance  # noqa: E402
 
 R_all = deep.explain(X)
