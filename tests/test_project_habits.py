@@ -1,5 +1,7 @@
-"""What the project says it keeps: the lint and type gate in the README's test command."""
+"""What the project says it keeps: the lint and type gate in the README's test command
+and the ``py.typed`` marker of a typed package."""
 
+import importlib.resources
 import pathlib
 import re
 
@@ -77,3 +79,10 @@ def test_test_extra_installs_the_checkers():
     names = {re.split(r"[\s<>=!~\[;]", requirement, maxsplit=1)[0] for requirement in extra}
     assert {"ruff", "mypy"} <= names
     assert config["tool"]["mypy"]["files"] == ["skxclust"]
+
+
+def test_package_ships_py_typed():
+    marker = importlib.resources.files("skxclust").joinpath("py.typed")
+    assert marker.is_file(), "skxclust/py.typed is missing (PEP 561 marker)"
+    package_data = pyproject()["tool"]["setuptools"].get("package-data", {})
+    assert "py.typed" in package_data.get("skxclust", []), "py.typed not in package data"
