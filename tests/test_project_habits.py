@@ -1,5 +1,5 @@
-"""What the project says it keeps: the lint and type gate in the README's test command
-and the ``py.typed`` marker of a typed package."""
+"""What the project says it keeps: the lint and type gate in the README's test command,
+the ``py.typed`` marker of a typed package, and a changelog with an Unreleased section."""
 
 import importlib.resources
 import pathlib
@@ -86,3 +86,11 @@ def test_package_ships_py_typed():
     assert marker.is_file(), "skxclust/py.typed is missing (PEP 561 marker)"
     package_data = pyproject()["tool"]["setuptools"].get("package-data", {})
     assert "py.typed" in package_data.get("skxclust", []), "py.typed not in package data"
+
+
+def test_changelog_has_an_unreleased_section():
+    changelog = REPO / "CHANGELOG.md"
+    if not changelog.is_file():
+        pytest.fail("CHANGELOG.md is missing")
+    headings = re.findall(r"^## (.+)$", changelog.read_text(), flags=re.MULTILINE)
+    assert headings and headings[0].strip() == "Unreleased", headings
