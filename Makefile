@@ -25,11 +25,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/demo.py --output demo_output
 
-test: $(STAMP)
+# The README's test command (CI: .ci/run): the lint gate first, then pytest.
+test: $(STAMP) lint
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest $(PYTEST_ARGS)
 
+# ruff on all the code; mypy on the package (its settings: pyproject.toml's [tool.mypy]).
+# tests/test_project_habits.py keeps both in `make test`, before pytest.
 lint: $(STAMP)
 	$(PY) -m ruff check skxclust tests benchmarks examples
+	$(PY) -m mypy skxclust
 
 # Every benchmarks/bench_*.py: results/*.json, then the README results section (see
 # benchmarks/runner.py). bench-quick: ~2 minutes, into benchmarks/results/quick/, README untouched.

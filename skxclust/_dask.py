@@ -94,7 +94,8 @@ def _map_rows(estimator, name, X, mode, arguments, row_names):
         if value is not None and (np.ndim(value) > 0 or is_dask_array(value)):
             rows.append(row_array(arguments.pop(key), X, key))
             names.append(key)
-    snapshot = type(estimator).__new__(type(estimator))
+    # mypy resolves type(x).__new__ of an untyped x to type.__new__ (a checker limitation)
+    snapshot = type(estimator).__new__(type(estimator))  # type: ignore[call-overload]
     snapshot.__dict__.update(estimator.__dict__)  # a later refit does not change the graph
     width = {"labels": None, "clusters": estimator.n_clusters, "features": X.shape[1],
              "sum": 1}[mode]

@@ -384,7 +384,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             if top_k is None:
                 out = empty_output(raw, n, n_features)
             else:
-                out = (np.empty((n, top_k), dtype=np.int64), empty_output(raw, n, top_k))
+                top = (np.empty((n, top_k), dtype=np.int64), empty_output(raw, n, top_k))
             direct = backward is None and top_k is None and raw.device.type == "cpu"
             relevance = torch.from_numpy(out) if direct else None
             # computed once, and one (rows, 2D) product buffer for every block
@@ -394,17 +394,17 @@ class ExplainableKMeans(BaseTorchKMeans):
             for rows, block in self._framed_chunks(Xt, shift, step):
                 part, _ = neon_relevance(to_dense(block), centers,
                                          None if target is None else target[rows], beta,
-                                         out=relevance[rows] if direct else None,
+                                         out=None if relevance is None else relevance[rows],
                                          basis=basis, workspace=workspace[: block.shape[0]])
                 if backward is not None:
                     part = backward(rows, part)
                 if top_k is not None:
                     values, features = torch.topk(part, top_k, dim=1)
-                    out[0][rows] = features.cpu().numpy()
-                    out[1][rows] = values.to(raw.dtype).cpu().numpy()
+                    top[0][rows] = features.cpu().numpy()
+                    top[1][rows] = values.to(raw.dtype).cpu().numpy()
                 elif not direct:
                     out[rows] = part.to(raw.dtype).cpu().numpy()
-        return out
+        return out if top_k is None else top
 
     def as_module(self, kind="neuralized", beta=None):
         """The fitted model as a ``torch.nn.Module`` (for zennit, captum, deep pipelines).

@@ -117,7 +117,7 @@ class KMeansInferenceMixin(TransformerMixin):
         for start in track(starts, desc=type(self).__name__, unit="rows", sizes=sizes,
                            verbose=self.verbose):
             rows = slice(start, min(start + step, X.shape[0]))
-            if shift is None:
+            if shift is None or buffer is None:  # both None, or neither
                 yield rows, row_block(X, rows.start, rows.stop)
             else:
                 yield rows, torch.sub(X[rows], shift, out=buffer[: rows.stop - start])

@@ -269,9 +269,9 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
         inertia = None
         if history is not None or verbose:  # only then: it costs a reduction and a sync
             inertia = new.distances @ sample_weight
-        if history is not None:
-            history.append({"iteration": len(history) + 1, "inertia": float(inertia[0]),
-                            "labels": new.labels[0]})
+            if history is not None:
+                history.append({"iteration": len(history) + 1, "inertia": float(inertia[0]),
+                                "labels": new.labels[0]})
         return new_centers, new, (new.labels == cur.labels).all(dim=1), inertia
 
     n_iter = lloyd_iterations(centers, first, step, max_iter, tol, verbose, desc)

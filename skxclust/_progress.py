@@ -59,7 +59,7 @@ __all__ = [
 AUTO_DELAY = 2.0
 
 _ENV = "SKXCLUST_PROGRESS"
-_WORDS = {"auto": "auto", "1": True, "true": True, "on": True, "yes": True,
+_WORDS: dict[str, bool | str] = {"auto": "auto", "1": True, "true": True, "on": True, "yes": True,
           "0": False, "false": False, "off": False, "no": False}
 
 

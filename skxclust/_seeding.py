@@ -113,12 +113,12 @@ def _kmeans_plusplus(X, n_clusters, sample_weight, generators, n_local_trials):
     sw = sample_weight.detach().to("cpu", torch.float64)
     x_sq = row_norms(X)  # once, not per candidate batch
     # All draws up front, restart by restart: the order a sequential run would use.
-    first, uniforms = [], []
+    first, rolls = [], []
     for gen in generators:
         first.append(int(torch.multinomial(sw / sw.sum(), 1, generator=gen)))
-        uniforms.append(torch.rand(n_clusters - 1, n_local_trials, generator=gen,
-                                   dtype=torch.float64))
-    uniforms = torch.stack(uniforms, dim=1) if n_clusters > 1 else None  # (K-1, R, T)
+        rolls.append(torch.rand(n_clusters - 1, n_local_trials, generator=gen,
+                                dtype=torch.float64))
+    uniforms = torch.stack(rolls, dim=1)  # (K-1, R, T): empty for one cluster
 
     def dist_to(idx: torch.Tensor) -> torch.Tensor:
         """Squared distances (len(idx), n) from the rows ``idx`` of X to every row."""

@@ -396,15 +396,15 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
         weight.index_add_(0, labels, sample_weight)
         d = geometry.pairwise(centers, centers)
-        d = (0.5 * (d + d.T)).cpu().to(torch.float64).numpy()
-        group = torch.as_tensor(ward_merge(d, weight.cpu().to(torch.float64).numpy(),
+        between = (0.5 * (d + d.T)).cpu().to(torch.float64).numpy()
+        group = torch.as_tensor(ward_merge(between, weight.cpu().to(torch.float64).numpy(),
                                            self.n_clusters), device=X.device)
-        # Merged centroid = weighted mean of the merged members (Euclidean update step);
-        # a weightless group keeps the centroid of its first over-segment.
+        # Merged centroid = weighted mean of the merged members (Euclidean update step: it
+        # reads no distances: None); a weightless group keeps its first over-segment's centroid.
         first = {int(g): i for i, g in reversed(list(enumerate(group.tolist())))}
         fallback = centers[[first[k] for k in range(self.n_clusters)]]
         merged, _ = EuclideanGeometry(self.batch_size).update(
-            X, fallback, Assignment(group[labels], None), sample_weight
+            X, fallback, Assignment(group[labels], None), sample_weight  # type: ignore[arg-type]
         )
         return merged
 

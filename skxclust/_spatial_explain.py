@@ -23,6 +23,9 @@ whose warped position falls outside the centroid image (they have no source).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -49,6 +52,11 @@ class WarpExplanationMixin:
     """``decision_function``, ``explain`` and the fitted statistics (``beta_``,
     ``noise_variance_``, ``image_shape_``) of a warping k-means; the warps come from the
     geometry's public :meth:`~skxclust._warp_geometry.WarpGeometry.pair_warps`."""
+
+    # of the estimator this is mixed into (annotations for type checkers, no attributes)
+    image_shape: Any
+    beta: Any
+    _prepare: Callable[..., Any]  # X -> (X tensor, centers tensor, geometry)
 
     def _each_warped_chunk(self, Xt, centers, geometry, fn) -> None:
         """Call ``fn(rows, losses (B, K), warps (B, K, n_basis, D))`` for every chunk of

@@ -13,6 +13,8 @@ import numbers
 import os
 import sys
 import warnings
+from types import FrameType
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,7 +46,7 @@ __all__ = [
 
 
 _QUIET_PREFIXES = tuple(
-    os.path.dirname(module.__file__) + os.sep
+    os.path.dirname(cast(str, module.__file__)) + os.sep  # both are packages on disk
     for module in (sys.modules[__name__.rpartition(".")[0]], sys.modules["sklearn"])
 )
 
@@ -53,7 +55,8 @@ def warn_user(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the caller's code: the first frame outside
     skxclust and scikit-learn, however deep in a fit the warning arises (in-memory,
     dask or streaming)."""
-    frame, level = inspect.currentframe().f_back, 2
+    # currentframe() is None only on Pythons without stack frames (not CPython)
+    frame, level = cast(FrameType, inspect.currentframe()).f_back, 2
     while frame is not None and frame.f_code.co_filename.startswith(_QUIET_PREFIXES):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
@@ -240,7 +243,8 @@ def check_sample_weight(sample_weight, n_samples: int, dtype) -> np.ndarray:
     return sw.astype(dtype)
 
 
-def check_target(target, n_samples: int, n_clusters: int, default: np.ndarray) -> np.ndarray:
+def check_target(target, n_samples: int, n_clusters: int,
+                 default: np.ndarray | None) -> np.ndarray:
     """Resolve the ``target`` argument of ``explain`` to one cluster index per row.
 
     Parameters
@@ -248,7 +252,7 @@ def check_target(target, n_samples: int, n_clusters: int, default: np.ndarray) -
     target : None, int or array-like of shape (n_samples,)
         None means the assigned cluster (``default``).
     n_samples, n_clusters : int
-    default : ndarray of shape (n_samples,)
+    default : ndarray of shape (n_samples,) or None
         The assigned labels, used when ``target`` is None.
     """
     if target is None:
@@ -452,11 +456,12 @@ def resolve_image_shape(image_shape, n_features: int, *,
         side = math.isqrt(n_features)
         return (side, side) if side * side == n_features else (1, n_features)
     shape = _shape_entries(image_shape)
-    ok = shape is not None and len(shape) == 2 and all(
-        isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool) and s >= 1
+    # numbers.Integral declares no __ge__ for type checkers (the numeric tower is untyped)
+    if shape is None or len(shape) != 2 or not all(
+        isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
+        and s >= 1  # type: ignore[operator]
         for s in shape
-    )
-    if not ok:
+    ):
         expected = "None or a pair" if allow_none else "a pair"
         raise ValueError(
             f"image_shape={image_shape!r} must be {expected} (H, W) of positive ints."

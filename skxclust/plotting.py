@@ -204,11 +204,13 @@ def plot_centroids(
     fig, panels = _panel_axes(n_clusters, n_cols, fig=fig, axes=axes, figsize=figsize)
     labels = getattr(estimator, "labels_", None)
     sizes = np.bincount(np.asarray(labels), minlength=n_clusters) if labels is not None else None
-    lo, hi = (float(centers.min()), float(centers.max())) if shared_scale else (None, None)
+    lo: float | None = None
+    hi: float | None = None
     if shared_scale:
+        lo, hi = float(centers.min()), float(centers.max())
         lo, hi = (lo if vmin is None else float(vmin)), (hi if vmax is None else float(vmax))
-    if shared_scale and hi <= lo:
-        hi = lo + 1.0
+        if hi <= lo:
+            hi = lo + 1.0
     for k, ax in enumerate(panels):
         mappable = _draw_row(ax, centers[k], shape, cmap=cmap, vmin=lo, vmax=hi)
         if titles is True:

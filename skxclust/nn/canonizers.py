@@ -60,7 +60,8 @@ class NeuralizingCanonizer:
         self.module = module
         head = neuralized_head(module.centers.detach(), beta=self.beta)
         module.add_module("neuralized", head)
-        module.forward = head.forward  # instance attribute shadows the class method
+        # instance attribute shadows the class method (deliberate, removed by remove())
+        module.forward = head.forward  # type: ignore[method-assign]
 
     def remove(self) -> None:
         """Restore the distance layer."""
@@ -80,7 +81,8 @@ class NeuralizingCanonizer:
 
 class _Applied:
     def __init__(self, canonizer: NeuralizingCanonizer, root: nn.Module):
-        self.canonizer, self.root, self.instances = canonizer, root, []
+        self.canonizer, self.root = canonizer, root
+        self.instances: list[NeuralizingCanonizer] = []
 
     def __enter__(self) -> nn.Module:
         self.instances = self.canonizer.apply(self.root)

@@ -17,6 +17,7 @@ which keeps the balance of data and penalty, hence the optimum, nearly the same.
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import torch
 
@@ -55,7 +56,7 @@ def coarse_shape(shape: tuple[int, int], min_side: int = MIN_COARSE_SIDE
     halved = tuple(1 if side == 1 else (int(side) + 1) // 2 for side in shape)
     if any(side != 1 and half < min_side for side, half in zip(shape, halved)):
         return None
-    return halved
+    return cast("tuple[int, int]", halved)  # one entry per axis of the (H, W) shape
 
 
 @functools.lru_cache(maxsize=32)

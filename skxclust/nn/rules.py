@@ -31,7 +31,8 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, cast, runtime_checkable
 
 import torch
 from torch import nn
@@ -79,13 +80,18 @@ def gradient_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor,
     return (a * grad).detach()
 
 
-def _modified_copy(layer: nn.Module, weight, bias) -> nn.Module:
+def _modified_copy(layer: nn.Module, weight: Callable[[torch.Tensor], torch.Tensor],
+                   bias: Callable[[torch.Tensor], torch.Tensor]) -> nn.Module:
     """A copy of ``layer`` with ``weight(layer.weight)`` and ``bias(layer.bias)``."""
     out = copy.deepcopy(layer)
+    # a Linear / Conv layer: weight and bias are tensors (nn.Module's attributes are typed
+    # "Tensor | Module")
     with torch.no_grad():
-        out.weight.copy_(weight(out.weight))
-        if out.bias is not None:
-            out.bias.copy_(bias(out.bias))
+        out_weight = cast(torch.Tensor, out.weight)
+        out_weight.copy_(weight(out_weight))
+        out_bias = cast("torch.Tensor | None", out.bias)
+        if out_bias is not None:
+            out_bias.copy_(bias(out_bias))
     return out
 
 
@@ -95,7 +101,8 @@ def _check_finite_non_negative(value, name: str) -> float:
     and the value."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a non-negative number, got {value!r}.")
-    if not (math.isfinite(value) and value >= 0):
+    # numbers.Real declares no __ge__ for type checkers (the numeric tower is untyped)
+    if not (math.isfinite(value) and value >= 0):  # type: ignore[operator]
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
     return float(value)
 
@@ -219,7 +226,7 @@ class GammaRule:
 
 
 # The rules that have a name: the strings lrp_backward and explain accept.
-RULES = {"epsilon": EpsilonRule, "zplus": ZPlusRule}
+RULES: dict[str, Callable[[float], LRPRule]] = {"epsilon": EpsilonRule, "zplus": ZPlusRule}
 
 
 def resolve_rule(rule: str | LRPRule, epsilon: float = 1e-9) -> LRPRule:

@@ -223,9 +223,9 @@ def tps_penalty_matrices(
     c64 = centers.to(torch.float64)
     poly = _poly(c64)
     affine_part = torch.linalg.solve(poly.T @ poly, poly.T)  # (D + 1, L)
-    cast = {"dtype": centers.dtype}
-    return (tps_bending_energy_matrix(c64).to(**cast), (affine_part.T @ affine_part).to(**cast),
-            poly.to(**cast))
+    dtype = centers.dtype
+    return (tps_bending_energy_matrix(c64).to(dtype=dtype),
+            (affine_part.T @ affine_part).to(dtype=dtype), poly.to(dtype=dtype))
 
 
 def affine_basis(points: torch.Tensor) -> torch.Tensor:

@@ -371,10 +371,10 @@ def fit_warps(
             coarse, downsample_images(samples, model.shape, coarse.shape),
             downsample_images(centroids, model.shape, coarse.shape), weight * ratio, gram)
     flat = samples.new_zeros(n_clusters * n_samples, model.n_params)
-    damping = flat.new_full((flat.shape[0],), float(damping))
+    damp = flat.new_full((flat.shape[0],), float(damping))  # per pair
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
-        _, flat, damping = levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
-                                               first_level.affine, damping)
+        _, flat, damp = levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
+                                            first_level.affine, damp)
     capped = n_candidates is not None and n_candidates < n_clusters
     screen_at = screen_steps if ((capped or screen_ratio is not None)
                                  and 0 <= screen_steps < n_steps) else None
@@ -390,14 +390,15 @@ def fit_warps(
             rows = _candidates(energy.reshape(n_clusters, n_samples),
                                n_candidates if capped else None, screen_ratio)
         if rows is None:
-            energy, flat, damping = levenberg_marquardt(level.pairs(None), flat,
-                                                        last - first, level.full, damping)
+            energy, flat, damp = levenberg_marquardt(level.pairs(None), flat,
+                                                     last - first, level.full, damp)
             coarse_energy = on_coarse
             continue
         out = levenberg_marquardt(level.pairs(rows), flat[rows], last - first, level.full,
-                                  damping[rows])
-        energy, flat, damping = energy.clone(), flat.clone(), damping.clone()
-        energy[rows], flat[rows], damping[rows] = out
+                                  damp[rows])
+        assert energy is not None  # set when the candidates were screened
+        energy, flat, damp = energy.clone(), flat.clone(), damp.clone()
+        energy[rows], flat[rows], damp[rows] = out
         coarse_candidates = on_coarse
     if energy is None:  # no step at all: the identity
         energy = fine.pairs(None).energy(flat)[0]
