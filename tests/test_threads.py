@@ -29,13 +29,16 @@ def test_small_cpu_passes_run_serial_large_ones_and_gpu_ones_keep_torch_setting(
     assert intra_op_threads(None) is None
 
 
-def _jobs_seen(**kwargs):
+def _jobs_seen(together=1, **kwargs):
     """map_jobs over 6 jobs: (results, Python threads used, torch threads inside a job,
-    torch threads during setup)."""
+    torch threads during setup); the first ``together`` jobs wait until all of them run."""
     seen, setup = [], []
+    barrier = threading.Barrier(together, timeout=30)
 
     def job(i):
         seen.append((threading.current_thread().name, torch.get_num_threads()))
+        if i < together:
+            barrier.wait()
         return i * i
 
     out = map_jobs(job, list(range(6)), CPU,
@@ -44,7 +47,7 @@ def _jobs_seen(**kwargs):
 
 
 def test_map_jobs_runs_single_threaded_jobs_on_as_many_threads_as_torch_has(two_threads):
-    out, names, inside, setup = _jobs_seen(work=Work("warp", SERIAL_BELOW["warp"], CPU))
+    out, names, inside, setup = _jobs_seen(2, work=Work("warp", SERIAL_BELOW["warp"], CPU))
     assert out == [i * i for i in range(6)]  # in order
     assert len(names) == 2 and threading.current_thread().name not in names
     assert inside == {1} and setup == [2]
