@@ -158,17 +158,22 @@ def torch_threads(n: int | None):
     first entry of all threads (while none is inside), so that concurrent uses (e.g.
     ``GridSearchCV`` with joblib's threading backend) leave every thread, and the default
     for new threads, as they found them.
+
+    torch initialises a thread's setting on the thread's first use of torch, from the value
+    set last by any thread; so the outermost entry of each thread asks for its setting
+    (which initialises it) before setting ``n``, or a later first use would replace ``n``.
     """
     if n is None:
         yield
         return
     depth = getattr(_thread_depth, "value", 0)
     with _threads_lock:
-        if _threads_state["depth"] == 0:
-            _threads_state["saved"] = torch.get_num_threads()
-        _threads_state["depth"] += 1
-        if depth == 0:
+        if depth == 0:  # (when no thread is inside, neither is this one)
+            current = torch.get_num_threads()  # initialises this thread's setting
+            if _threads_state["depth"] == 0:
+                _threads_state["saved"] = current
             torch.set_num_threads(n)
+        _threads_state["depth"] += 1
     _thread_depth.value = depth + 1
     try:
         yield

@@ -131,6 +131,29 @@ def test_overlapping_uses_in_two_threads_restore_both_threads(two_threads, last_
     assert fresh == [2]
 
 
+def test_a_thread_that_first_uses_torch_inside_keeps_its_setting(two_threads):
+    # torch initialises a thread's setting on its first use, from the value any thread set
+    # last: a worker that entered while another thread was inside, and first used torch
+    # after that one had left (putting 2 back), ran its single-threaded job on 2 threads
+    entered, leave = threading.Event(), threading.Event()
+    seen = []
+
+    def worker():
+        with torch_threads(1):
+            entered.set()
+            leave.wait()
+            seen.append(torch.get_num_threads())
+
+    with torch_threads(1):
+        thread = threading.Thread(target=worker)
+        thread.start()
+        entered.wait()
+    leave.set()
+    thread.join()
+    assert seen == [1]
+    assert torch.get_num_threads() == 2
+
+
 def _split_gains_of_digits(monkeypatch, n_threads):
     """``_split_gains`` on 3 digit classes of 300 rows (above the 256-row subset), and
     the (Python thread, torch threads) each two-cluster fit ran in."""
