@@ -15,8 +15,10 @@ The math never sets a thread count: it says how much work a pass over the data i
 Neither changes a result: a job computes the same bits on any thread, and the ops whose
 intra-op threads the policy sets give the same bits with one thread or several (the
 project promises results independent of the thread count; ``benchmarks/fingerprint.py``
-checks every fit path with one and two threads). Only the block sizes at the end of this
-module fix the order of floating-point sums: changing one of them changes results.
+checks every fit path with one and two threads). Only the sizes at the end of this module
+take part in the arithmetic (block sizes fix the order of floating-point sums, the
+screening size decides where float32 products screen the labels): changing one of them can
+change results.
 
 :func:`torch_threads` is the mechanism; only :func:`pass_threads` and :func:`map_jobs` use it.
 """
@@ -117,7 +119,7 @@ def map_jobs(fn: Callable, jobs: Sequence, device: torch.device, *, work: Work |
             return [future.result() for future in track(futures)]
 
 
-# -- sizes that fix the arithmetic (changing one changes results) -------------------------
+# -- sizes that take part in the arithmetic (changing one can change results) -------------
 # EuclideanGeometry.partial_sums scatter-adds blocks of about this many values (2 MiB of
 # float64, cache-sized) into every restart's sums before moving on, so X is read from
 # memory once for all restarts.
