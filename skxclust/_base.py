@@ -37,7 +37,7 @@ from ._inference import KMeansInferenceMixin
 from ._lloyd import FitResult, best_restart, lloyd
 from ._seeding import Seeding, kmeans_plusplus_restarts
 from ._streaming import cluster_counts, mini_batch_step
-from ._threads import torch_threads
+from ._threads import pass_threads
 from ._validation import (
     check_init_array,
     check_magnitude,
@@ -429,7 +429,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             Xt, shift = into_fit_frame(Xt, sw, geometry, shift=centers.mean(dim=0))
             centers = centers - shift
             counts = torch.as_tensor(np.array(self._counts), device=device)
-        with torch_threads(geometry.lloyd_threads(Xt, centers)):
+        with pass_threads(geometry.pass_work(Xt, centers)):
             centers, counts = mini_batch_step(geometry, Xt, centers, counts, sw)
             after = geometry.assign(Xt, centers)
             stats = self._fit_statistics(Xt, after.labels, centers, geometry)

@@ -33,7 +33,7 @@ import torch
 
 from ._lloyd import FitResult, best_index, lloyd_iterations
 from ._relocation import average_sums, relocate_empty, relocate_in_sums
-from ._threads import torch_threads
+from ._threads import pass_threads
 from ._validation import check_magnitude, resolve_device, to_tensor
 
 __all__ = ["INIT_SAMPLE", "fit_blockwise"]
@@ -139,7 +139,7 @@ def _lloyd_block(x, w, prev, centers, running, offset, frame):
     geometry = frame.geometry()
     c = torch.as_tensor(centers, device=X.device)
     n_clusters, n_rows = c.shape[1], X.shape[0]
-    with torch_threads(geometry.lloyd_threads(X, c[0])):
+    with pass_threads(geometry.pass_work(X, c[0])):
         labels, dists, states, sums, weight = _assign_restarts(geometry, X, sw, c)
     n_run = len(running)
     if prev is None:

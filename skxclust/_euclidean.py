@@ -12,7 +12,7 @@ import torch
 
 from ._geometry import Assignment, Geometry
 from ._relocation import average_sums, farthest_for_empty, relocate_in_sums
-from ._threads import LLOYD_SERIAL_MACS, serial_threads
+from ._threads import SCREEN_MIN_MACS, SUM_BLOCK_VALUES, Work, block_rows
 from .nn.neuralized import squared_distances
 from .nn.sparse import group_sums, is_sparse, row_block, row_norms, select_rows, take_rows
 
@@ -58,12 +58,11 @@ class EuclideanGeometry(Geometry):
         self.screen = screen
         self._cache: dict[str, tuple] = {}
 
-    def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
-        """Intra-op threads :func:`lloyd` should use (None: torch's setting)."""
-        if is_sparse(X):  # the work is proportional to the stored values
-            small = X.values().numel() * centers[..., 0].numel() < LLOYD_SERIAL_MACS
-            return 1 if small and X.device.type == "cpu" else None
-        return serial_threads(X, centers[..., 0].numel(), LLOYD_SERIAL_MACS)
+    def pass_work(self, X: torch.Tensor, centers: torch.Tensor) -> Work:
+        """Multiply-adds of one pass against all R * K centroids (sparse X: proportional
+        to the stored values)."""
+        values = X.values().numel() if is_sparse(X) else X.shape[0] * X.shape[1]
+        return Work("fit", values * centers[..., 0].numel(), X.device)
 
     def _cached(self, name: str, tensor: torch.Tensor, compute):
         hit = self._cache.get(name)
@@ -86,9 +85,7 @@ class EuclideanGeometry(Geometry):
         """
         return self._assign(X, centers, self._screens(X, centers))
 
-    # Below this many multiply-adds per pass the float32 products save less than the
-    # extra passes of the screening cost (digits with 10 restarts: 1.2e7).
-    screen_min_macs = 2**24
+    screen_min_macs = SCREEN_MIN_MACS  # screen from this many multiply-adds per pass
 
     def _screens(self, X: torch.Tensor, centers: torch.Tensor) -> bool:
         macs = X.shape[0] * centers[..., 0].numel() * X.shape[1]
@@ -192,9 +189,9 @@ class EuclideanGeometry(Geometry):
             return (sums, weight) if batched else (sums[0], weight[0])
         sums = X.new_zeros(n_restarts * n_clusters, X.shape[1])
         unit = self._cached("unit_weights", sample_weight, lambda w: bool((w == 1).all()))
-        # Scatter-add cache-sized blocks of rows (~2 MB in float64) into every restart's
-        # sums before moving on, so X is read from memory once for all restarts.
-        step = max(1, min(self.batch_size, 2**18 // max(1, X.shape[1])))
+        # Scatter-add cache-sized blocks of rows into every restart's sums before moving
+        # on, so X is read from memory once for all restarts.
+        step = block_rows(SUM_BLOCK_VALUES, X.shape[1], self.batch_size)
         per_restart = flat_labels.view(n_restarts, n)
         for i in range(0, n, step):
             block = X[i:i + step] if unit else X[i:i + step] * sample_weight[i:i + step, None]

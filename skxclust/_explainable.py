@@ -14,6 +14,7 @@ from ._base import BaseTorchKMeans, fitted_beta
 from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
 from ._inference import empty_output, frame_like_transform, inference_threads
+from ._threads import EXPLAIN_BLOCK_VALUES, block_rows
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
@@ -376,11 +377,10 @@ class ExplainableKMeans(BaseTorchKMeans):
                 check_target(target, n, self.n_clusters, None)).to(raw.device)
         with inference_threads(raw, self.n_clusters):
             Xt, centers, _, shift = self._inference_frame(raw, extremes)
-            # ~4 MB of float64 per block, so its few (rows, D) temporaries stay in cache
-            # (MNIST 5000 x 784 on 2 cores: 42 ms with 668-row blocks, 61 ms with 167, 49 ms
-            # with 1337); with a feature extractor, batch_size rows bound LRP's memory.
+            # cache-sized blocks (see _threads); with a feature extractor, batch_size rows
+            # bound LRP's memory
             step = self.batch_size if backward is not None else \
-                max(1, min(self.batch_size, 2**19 // max(1, Xt.shape[1])))
+                block_rows(EXPLAIN_BLOCK_VALUES, Xt.shape[1], self.batch_size)
             if top_k is None:
                 out = empty_output(raw, n, n_features)
             else:

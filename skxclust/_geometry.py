@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ._threads import Work
+
 __all__ = ["Assignment", "Geometry"]
 
 
@@ -117,8 +119,10 @@ class Geometry:
         """The row slices of ``batch_size`` rows that cover ``range(n)``."""
         return [slice(i, min(i + self.batch_size, n)) for i in range(0, n, self.batch_size)]
 
-    def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
-        """torch intra-op threads for a loop over X (None: keep torch's setting)."""
+    def pass_work(self, X: torch.Tensor, centers: torch.Tensor) -> Work | None:
+        """The size of one pass over X with ``centers`` (K, D) or (R, K, D), from which
+        :mod:`skxclust._threads` sets the threads of a fit's passes (None: unmeasured,
+        torch's setting)."""
         return None
 
     def use_model_cache(self, cache: dict) -> None:

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._dask import blockwise
 from ._progress import track
-from ._threads import serial_threads, torch_threads
+from ._threads import Work, pass_threads
 from ._validation import (
     check_magnitude,
     check_sample_weight,
@@ -33,7 +33,7 @@ __all__ = ["KMeansInferenceMixin", "empty_output", "frame_like_transform",
 
 def inference_threads(X: torch.Tensor, n_clusters: int):
     """Thread setting for one inference pass of X against the centroids (see _threads)."""
-    return torch_threads(serial_threads(X, n_clusters))
+    return pass_threads(Work("inference", X.shape[0] * X.shape[1] * n_clusters, X.device))
 
 
 def empty_output(X: torch.Tensor, *shape: int) -> np.ndarray:

@@ -12,7 +12,6 @@ farthest samples unless the geometry ``relocates_empty`` itself.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -21,7 +20,7 @@ import torch
 from ._geometry import Assignment, Geometry
 from ._progress import progress
 from ._relocation import relocate_empty
-from ._threads import torch_threads
+from ._threads import intra_op_threads, map_jobs, pass_threads
 
 __all__ = ["FitResult", "best_index", "best_restart", "lloyd", "lloyd_iterations"]
 
@@ -136,12 +135,12 @@ def lloyd(
         return labels[0], float(inertia[0]), out[0], int(n_iter[0])
     if history is not None and centers.shape[0] != 1:
         raise ValueError("lloyd records a history for a single run only.")
-    threads = geometry.lloyd_threads(X, centers)
+    work = geometry.pass_work(X, centers)
     batched = geometry.batched_restarts
-    if batched and threads == 1 and centers.shape[0] > 1 and X.device.type == "cpu":
+    if batched and intra_op_threads(work) == 1 and centers.shape[0] > 1:
         return _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol,
                                     verbose)
-    with torch_threads(threads):
+    with pass_threads(work):
         if batched:
             return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
                           desc)
@@ -155,23 +154,15 @@ def _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol, ver
 
     A loop too small for torch's intra-op threads (see :mod:`skxclust._threads`) still
     gets a second core this way: each group runs the single-threaded loop on its half of
-    the restarts, and torch releases the GIL inside its ops. Digits with 10 restarts on an
-    idle 2-core machine: fit 0.88-0.93x scikit-learn's time, against 1.0-1.3x for one
-    group. The groups depend only on the number of restarts, never on the threads, so the
-    results are the same with one thread (groups run one after the other) or two.
+    the restarts, and torch releases the GIL inside its ops. The groups depend only on the
+    number of restarts, never on the threads, so the results are the same with one thread
+    (groups run one after the other) or two.
     """
     half = (centers.shape[0] + 1) // 2
-
-    def run(group):
-        with torch_threads(1):
-            return _lloyd(X, group, geometry, sample_weight, max_iter, tol, verbose, None)
-
-    groups = (centers[:half], centers[half:])
-    if torch.get_num_threads() > 1 and not verbose:  # verbose: keep the lines in order
-        with ThreadPoolExecutor(2, thread_name_prefix="skxclust-lloyd") as pool:
-            runs = list(pool.map(run, groups))
-    else:
-        runs = [run(group) for group in groups]
+    runs = map_jobs(
+        lambda group: _lloyd(X, group, geometry, sample_weight, max_iter, tol, verbose, None),
+        (centers[:half], centers[half:]), X.device, name="skxclust-lloyd",
+        max_workers=1 if verbose else 2)  # verbose: keep the lines in order
     return tuple(torch.cat(parts) for parts in zip(*runs))
 
 

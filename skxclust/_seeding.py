@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ._threads import LLOYD_SERIAL_MACS, serial_threads, torch_threads
+from ._threads import SEEDING_BLOCK_ENTRIES, Work, pass_threads
 from .nn.sparse import is_sparse, row_norms, take_rows
 
 __all__ = ["Seeding", "kmeans_plusplus", "kmeans_plusplus_restarts"]
@@ -96,11 +96,11 @@ def kmeans_plusplus_restarts(
     """
     if n_local_trials is None:
         n_local_trials = 2 + int(math.log(n_clusters))
-    # Restarts per group: keep the (group * trials, n) distance block near 2**24 entries.
-    group = max(1, 2**24 // max(1, n_local_trials * X.shape[0]))
+    # Restarts per group: keep the (group * trials, n) distance block near a fixed size.
+    group = max(1, SEEDING_BLOCK_ENTRIES // max(1, n_local_trials * X.shape[0]))
     out = []
     columns = n_local_trials * min(group, len(generators))
-    with torch_threads(serial_threads(X, columns, LLOYD_SERIAL_MACS)):
+    with pass_threads(Work("fit", X.shape[0] * X.shape[1] * columns, X.device)):
         for i in range(0, len(generators), group):
             out.append(_kmeans_plusplus(X, n_clusters, sample_weight,
                                         generators[i:i + group], n_local_trials))

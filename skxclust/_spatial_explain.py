@@ -32,7 +32,6 @@ import torch
 from ._base import fitted_beta
 from ._dask import blockwise
 from ._inference import empty_output
-from ._threads import torch_threads
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
@@ -65,9 +64,8 @@ class WarpExplanationMixin:
         Uses the same optimisation as ``predict`` (candidate screening and threads
         included), so the arg-max of the evidence is the predicted label.
         """
-        with torch_threads(geometry.lloyd_threads(Xt, centers)):
-            geometry.map_chunks(lambda rows: fn(rows, *geometry.pair_warps(Xt[rows], centers)),
-                                Xt, desc=type(self).__name__, n_centers=centers.shape[0])
+        geometry.map_chunks(lambda rows: fn(rows, *geometry.pair_warps(Xt[rows], centers)),
+                            Xt, desc=type(self).__name__, n_centers=centers.shape[0])
 
     def _statistics_rows(self, n_samples: int) -> np.ndarray:
         """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,

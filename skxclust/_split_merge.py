@@ -22,12 +22,10 @@ what lets ST K-means recover from an initialisation that merged two digit classe
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import torch
 
 from ._lloyd import lloyd
-from ._threads import torch_threads
+from ._threads import map_jobs
 
 __all__ = ["split_merge"]
 
@@ -49,10 +47,10 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
 
     The random subsets and the 2-means seeds are drawn cluster after cluster (the
     generator is consumed in a fixed order); the two-cluster warped fits then run
-    concurrently, one per Python thread of ``torch.get_num_threads()`` on the CPU, each
-    fit single-threaded: a fit of 256 rows is one chunk, which would otherwise leave all
-    but one core idle. Each fit is what it would be on its own, so the gains do not
-    depend on the thread count.
+    concurrently (:func:`skxclust._threads.map_jobs`: one per Python thread of
+    ``torch.get_num_threads()`` on the CPU, each fit single-threaded): a fit of 256 rows
+    is one chunk, which would otherwise leave all but one core idle. Each fit is what it
+    would be on its own, so the gains do not depend on the thread count.
     """
     n_clusters = int(labels.max()) + 1 if labels.numel() else 0
     gains = torch.full((n_clusters,), -torch.inf, dtype=torch.float64)
@@ -74,18 +72,11 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
     def two_means(job):
         c, members, share, seeds = job
         Xc, wc = X[members], sample_weight[members]
-        with torch_threads(1 if X.device.type == "cpu" else None):
-            _, inertia, centers, _ = lloyd(Xc, seeds, geometry, wc, max_iter=2, tol=0.0)
+        _, inertia, centers, _ = lloyd(Xc, seeds, geometry, wc, max_iter=2, tol=0.0)
         before = float((nearest[members].to(torch.float64) * wc.to(torch.float64)).sum())
         return c, share * (before - float(inertia)), centers
 
-    workers = min(torch.get_num_threads(), len(jobs)) if X.device.type == "cpu" else 1
-    if workers > 1:
-        with ThreadPoolExecutor(workers, thread_name_prefix="skxclust-split") as pool:
-            results = list(pool.map(two_means, jobs))
-    else:
-        results = [two_means(job) for job in jobs]
-    for c, gain, centers in results:
+    for c, gain, centers in map_jobs(two_means, jobs, X.device, name="skxclust-split"):
         gains[c], halves[c] = gain, centers
     return gains, halves
 

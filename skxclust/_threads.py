@@ -1,41 +1,152 @@
-"""Intra-op thread control for the small, many-pass loops of k-means on the CPU."""
+"""The thread policy of the package, and the sizes its speed was tuned with, in one place.
+
+The math never sets a thread count: it says how much work a pass over the data is (a
+:class:`Work`) or hands over a list of independent jobs, and this module decides.
+
+- :func:`pass_threads`: torch's intra-op threads for one pass: one thread below the size
+  in :data:`SERIAL_BELOW` on the CPU, else torch's setting (on a GPU, always torch's).
+  Entered by the Lloyd loop (and a ``partial_fit`` step and a dask block, through the
+  geometry's :meth:`~skxclust._geometry.Geometry.pass_work`), by k-means++ and by inference.
+- :func:`map_jobs`: independent jobs (the row chunks of a warp pass, the two-cluster fits
+  that rank split–merge moves, the restart groups of a small Lloyd loop), each on one torch
+  thread, up to ``torch.get_num_threads()`` at a time in Python threads (torch releases
+  the GIL inside its ops).
+
+Neither changes a result: a job computes the same bits on any thread, and the ops whose
+intra-op threads the policy sets give the same bits with one thread or several (the
+project promises results independent of the thread count; ``benchmarks/fingerprint.py``
+checks every fit path with one and two threads). Only the sizes at the end of this module
+take part in the arithmetic (block sizes fix the order of floating-point sums, the
+screening size decides where float32 products screen the labels): changing one of them can
+change results.
+
+:func:`torch_threads` is the mechanism; only :func:`pass_threads` and :func:`map_jobs` use it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import torch
 
-__all__ = ["LLOYD_SERIAL_MACS", "serial_threads", "torch_threads"]
+__all__ = ["EXPLAIN_BLOCK_VALUES", "SCREEN_MIN_MACS", "SEEDING_BLOCK_ENTRIES",
+           "SERIAL_BELOW", "SUM_BLOCK_VALUES", "Work", "block_rows", "intra_op_threads",
+           "map_jobs", "pass_threads", "torch_threads"]
 
-# Below this many multiply-adds per pass over the data (under a millisecond of work on one
-# core), torch's per-op parallel regions cost more than they save in the many small ops of
-# a Lloyd iteration or a k-means++ step, and on a shared or virtualised CPU every region
-# can wait milliseconds for a descheduled thread. Measured on 2 cores with sklearn's digits
-# (1797 x 64, K=10: ~1e6 per pass): one thread is as fast as two on an idle machine and
-# 10-50x faster on a busy one. Larger passes (MNIST-5k, 5000 x 784: ~1.6e7 per k-means++
-# step, ~4e7 per Lloyd pass with K=10) keep torch's threads: there two threads are faster
-# on an idle machine, although several times slower on a busy one. scikit-learn likewise
-# holds BLAS to one thread inside its Lloyd loop.
-_SERIAL_MACS = 2**22
+# -- when one thread is faster ----------------------------------------------------------
+# Measured on the project's shared 2-core machine. Below these sizes torch's per-op
+# parallel regions cost more than they save, and on a shared or virtualised CPU every
+# region can wait milliseconds for a descheduled thread (scikit-learn likewise holds BLAS
+# to one thread inside its Lloyd loop). A pass that is "serial" runs on one torch thread.
+SERIAL_BELOW = {
+    # Multiply-adds of one inference pass (predict, transform, score, explain) of X against
+    # the centroids, under a millisecond of work on one core. sklearn's digits (1797 x 64,
+    # K=10: ~1e6): one thread as fast as two on an idle machine, 10-50x faster on a busy
+    # one. MNIST-5k (5000 x 784: ~4e7 with K=10) keeps torch's threads: two are faster there
+    # on an idle machine, although several times slower on a busy one.
+    "inference": 2**22,
+    # Multiply-adds of one Lloyd pass over the data (all restarts together) or of one
+    # k-means++ step (all candidates of a group of restarts). A Lloyd iteration is ~30 small
+    # ops around its one or two products, so the bar is higher than for inference: digits
+    # with 10 restarts (~1.2e7 per pass) still fitted faster on one thread (median fit
+    # 0.083 s against 0.110 s with two on an idle machine). A serial Lloyd loop with
+    # restarts still uses a second core: its restarts run in two groups (see _lloyd.py;
+    # digits, 10 restarts: 0.88-0.93x scikit-learn's fit time against 1.0-1.3x in one).
+    "fit": 2**26,
+    # (row, centroid, pixel) terms of one chunk of a warp pass (ST K-means): below this,
+    # each of the ~100 small ops of a warp-fit step costs more in thread barriers than a
+    # second thread gains. Above it the chunks run concurrently, one torch thread each (a
+    # second intra-op thread speeds one chunk up 1.3x, two chunks at a time run 1.9x faster).
+    "warp": 2**17,
+}
+
+
+class Work(NamedTuple):
+    """How much one pass over the data computes, in the unit of its ``kind`` (a key of
+    :data:`SERIAL_BELOW`), and where."""
+
+    kind: str
+    size: int
+    device: torch.device
+
+
+def intra_op_threads(work: Work | None) -> int | None:
+    """1 when ``work`` is a CPU pass too small for torch's threads to pay off, else None
+    (keep torch's setting; also for ``work=None``)."""
+    if work is not None and work.device.type == "cpu" and work.size < SERIAL_BELOW[work.kind]:
+        return 1
+    return None
+
+
+def pass_threads(work: Work | None):
+    """Context manager: run one pass of size ``work`` with :func:`intra_op_threads`."""
+    return torch_threads(intra_op_threads(work))
+
+
+def map_jobs(fn: Callable, jobs: Sequence, device: torch.device, *, work: Work | None = None,
+             setup: Callable[[], object] | None = None, max_workers: int | None = None,
+             name: str = "skxclust", track: Callable | None = None) -> list:
+    """``[fn(job) for job in jobs]``, each job on one torch thread (on the CPU).
+
+    The pass runs with the intra-op threads of ``work`` (None: the caller's), ``setup``
+    first; the jobs run in ``min(torch.get_num_threads(), len(jobs), max_workers)`` Python
+    threads on the CPU (one when ``work`` is too small for threads), one after the other on
+    a GPU. Each job is computed single-threaded whatever the number of workers, so the
+    results do not depend on it. ``track(items)`` wraps the sequence the results are
+    collected over (e.g. a progress bar): the jobs themselves, or their futures.
+    """
+    cpu = device.type == "cpu"
+    track = (lambda items: items) if track is None else track
+
+    def run(job):
+        with torch_threads(1 if cpu else None):
+            return fn(job)
+
+    with pass_threads(work):
+        if setup is not None:
+            setup()
+        workers = min(torch.get_num_threads(), len(jobs)) if cpu else 1
+        if max_workers is not None:
+            workers = min(workers, max_workers)
+        if workers <= 1:
+            return [run(job) for job in track(jobs)]
+        with ThreadPoolExecutor(workers, thread_name_prefix=name) as pool:
+            futures = [pool.submit(run, job) for job in jobs]
+            return [future.result() for future in track(futures)]
+
+
+# -- sizes that take part in the arithmetic (changing one can change results) -------------
+# EuclideanGeometry.partial_sums scatter-adds blocks of about this many values (2 MiB of
+# float64, cache-sized) into every restart's sums before moving on, so X is read from
+# memory once for all restarts.
+SUM_BLOCK_VALUES = 2**18
+# ExplainableKMeans.explain without a feature extractor: blocks of about this many values
+# (4 MiB of float64), so the few (rows, D) temporaries of a block stay in cache (MNIST-5k on
+# 2 cores: 42 ms with 668-row blocks, 61 ms with 167, 49 ms with 1337).
+EXPLAIN_BLOCK_VALUES = 2**19
+# k-means++ seeds restarts in groups that keep the (group * trials, n) distance block near
+# this many entries.
+SEEDING_BLOCK_ENTRIES = 2**24
+# The float32 screening of EuclideanGeometry(screen=True) runs from this many multiply-adds
+# per pass: below, the float32 products save less than the screening's extra passes cost
+# (digits with 10 restarts, 1.2e7, stays unscreened).
+SCREEN_MIN_MACS = 2**24
+
+
+def block_rows(values: int, n_features: int, limit: int) -> int:
+    """Rows of ``n_features`` in a block of about ``values`` values: at least 1, at most
+    ``limit``."""
+    return max(1, min(limit, values // max(1, n_features)))
+
+
+# -- the mechanism ---------------------------------------------------------------------------
 _threads_lock = threading.Lock()
 _threads_state = {"depth": 0, "saved": 0}  # entries in all threads; setting before the first
 _thread_depth = threading.local()  # entries in the calling thread
-
-
-# A Lloyd iteration is ~30 small ops around its one or two products: with R restarts
-# sharing the passes (digits, 10 restarts: ~1.2e7 multiply-adds per pass) one thread was
-# still faster (median fit 0.083 s vs 0.110 s with two threads on an idle 2-core machine).
-LLOYD_SERIAL_MACS = 2**26
-
-
-def serial_threads(X: torch.Tensor, n_columns: int, limit: int = _SERIAL_MACS) -> int | None:
-    """1 when a CPU pass of X against ``n_columns`` vectors (below ``limit`` multiply-adds)
-    is too small for threads to pay off, else None (keep torch's setting)."""
-    if X.device.type == "cpu" and X.shape[0] * X.shape[1] * n_columns < limit:
-        return 1
-    return None
 
 
 @contextlib.contextmanager
@@ -49,17 +160,22 @@ def torch_threads(n: int | None):
     first entry of all threads (while none is inside), so that concurrent uses (e.g.
     ``GridSearchCV`` with joblib's threading backend) leave every thread, and the default
     for new threads, as they found them.
+
+    torch initialises a thread's setting on the thread's first use of torch, from the value
+    set last by any thread; so the outermost entry of each thread asks for its setting
+    (which initialises it) before setting ``n``, or a later first use would replace ``n``.
     """
     if n is None:
         yield
         return
     depth = getattr(_thread_depth, "value", 0)
     with _threads_lock:
-        if _threads_state["depth"] == 0:
-            _threads_state["saved"] = torch.get_num_threads()
-        _threads_state["depth"] += 1
-        if depth == 0:
+        if depth == 0:  # (when no thread is inside, neither is this one)
+            current = torch.get_num_threads()  # initialises this thread's setting
+            if _threads_state["depth"] == 0:
+                _threads_state["saved"] = current
             torch.set_num_threads(n)
+        _threads_state["depth"] += 1
     _thread_depth.value = depth + 1
     try:
         yield

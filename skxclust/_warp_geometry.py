@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -19,7 +18,7 @@ from ._geometry import Assignment, Geometry
 from ._lloyd import best_restart, lloyd
 from ._progress import track
 from ._seeding import kmeans_plusplus_restarts
-from ._threads import torch_threads
+from ._threads import Work, map_jobs
 from .nn.centroid_update import (
     adjoint_sums,
     covered,
@@ -107,9 +106,6 @@ class WarpGeometry(Geometry):
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
     least_squares_update = True
-    # Below this many (sample, centroid, pixel) terms per chunk, each of the ~100 small ops
-    # of a warp-fit step costs more in thread barriers than it gains from a second thread.
-    serial_below = 2**17
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
@@ -205,12 +201,14 @@ class WarpGeometry(Geometry):
         return warp_energy(X, centers, self.model(X), warps, contrast, self.warp_penalty,
                            self.affine_penalty), warps
 
-    def lloyd_threads(self, X: torch.Tensor, centers: torch.Tensor) -> int | None:
-        """Threads for this data: 1 for small chunks on the CPU, else unchanged (see
-        :meth:`map_chunks`). ``centers`` is (K, D) or (R, K, D)."""
-        n_centers = centers.shape[-2]
-        terms = min(self._chunk_rows(n_centers), X.shape[0]) * n_centers * X.shape[1]
-        return 1 if X.device.type == "cpu" and terms < self.serial_below else None
+    def pass_work(self, X: torch.Tensor, centers: torch.Tensor) -> Work:
+        """The (row, centroid, pixel) terms of one chunk of a pass of X against
+        ``centers`` (K, D) or (R, K, D) (see :meth:`map_chunks`)."""
+        return self._chunk_work(X, centers.shape[-2])
+
+    def _chunk_work(self, X: torch.Tensor, n_centers: int) -> Work:
+        rows = min(self._chunk_rows(n_centers), X.shape[0])
+        return Work("warp", rows * n_centers * X.shape[1], X.device)
 
     def _chunk_rows(self, n_centers: int | None) -> int:
         """Rows per chunk: ``batch_size * n_clusters`` pairs (see :meth:`map_chunks`)."""
@@ -228,34 +226,26 @@ class WarpGeometry(Geometry):
         fits of the split–merge moves then share the fixed cost of a call among 5x more
         rows). Without ``n_centers``: ``batch_size`` rows.
 
-        On the CPU the chunks run in ``torch.get_num_threads()`` Python threads (one when
-        :meth:`lloyd_threads` holds small data to one), each chunk with a single torch
-        intra-op thread: the warp fit of a chunk is hundreds of small operations, which a
-        second intra-op thread speeds up 1.3x on 2 cores, while two chunks at a time run
-        1.9x faster (torch releases the GIL). Every chunk runs single-threaded whatever
-        the thread count, so the results do not depend on it. On a GPU the chunks run one
-        after the other.
+        The chunks are independent jobs of :func:`skxclust._threads.map_jobs`: on the CPU
+        they run in ``torch.get_num_threads()`` Python threads, each chunk on one torch
+        thread, unless a chunk is too small for threads (:meth:`pass_work`; its
+        ``(row, centroid, pixel)`` terms count ``n_centers``, default ``n_clusters``,
+        centroids per row); on a GPU one after the other. Every chunk runs single-threaded
+        whatever the thread count, so the results do not depend on it.
         """
         step, n = self._chunk_rows(n_centers), X.shape[0]
         chunks = [slice(i, min(i + step, n)) for i in range(0, n, step)]
         sizes = [c.stop - c.start for c in chunks]
-        cpu = X.device.type == "cpu"
-        workers = min(torch.get_num_threads(), len(chunks)) if cpu else 1
-        for dtype in {X.dtype, self.warp_dtype or X.dtype}:  # build the models up front
-            model = self.model(X.new_empty(0, dtype=dtype))
-            self.coarse_model(model.basis)
 
-        def run(rows):
-            with torch_threads(1 if cpu else None):
-                return fn(rows)
+        def build_models():  # up front, not in the concurrent chunks
+            for dtype in {X.dtype, self.warp_dtype or X.dtype}:
+                model = self.model(X.new_empty(0, dtype=dtype))
+                self.coarse_model(model.basis)
 
-        if workers <= 1:
-            return [run(rows) for rows in track(chunks, desc=desc, unit="rows", sizes=sizes,
-                                                verbose=self.verbose)]
-        with ThreadPoolExecutor(workers, thread_name_prefix="skxclust-warp") as pool:
-            futures = [pool.submit(run, rows) for rows in chunks]
-            return [future.result() for future in track(futures, desc=desc, unit="rows",
-                                                        sizes=sizes, verbose=self.verbose)]
+        return map_jobs(fn, chunks, X.device, setup=build_models, name="skxclust-warp",
+                        work=self._chunk_work(X, n_centers or self.n_clusters or 1),
+                        track=lambda items: track(items, desc=desc, unit="rows",
+                                                  sizes=sizes, verbose=self.verbose))
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Deformation-invariant squared distances, shape (n, K).
@@ -269,33 +259,29 @@ class WarpGeometry(Geometry):
         if (memo is not None and memo[0] is X and memo[1] == X._version
                 and memo[2].shape == centers.shape and torch.equal(memo[2], centers)):
             return memo[3]  # what the last assign of the same rows and centroids computed
-        with torch_threads(self.lloyd_threads(X, centers)):
-            return torch.cat(self.map_chunks(lambda rows: self.pair_warps(X[rows], centers)[0],
-                                             X, desc="SpatialTransformerKMeans: aligning",
-                                             n_centers=centers.shape[0]))
+        return torch.cat(self.map_chunks(lambda rows: self.pair_warps(X[rows], centers)[0],
+                                         X, desc="SpatialTransformerKMeans: aligning",
+                                         n_centers=centers.shape[0]))
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         """Labels, distances and the warp of every sample to its assigned centroid."""
-        with torch_threads(self.lloyd_threads(X, centers)):
-            return self._assign(X, centers)
-
-    def _assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
         t0 = time.perf_counter()
         n = X.shape[0]
-        model = self.model(X)
         labels = torch.empty(n, dtype=torch.long, device=X.device)
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
-        params = X.new_empty(n, model.n_basis, model.ndim)
         distances = X.new_empty(n, centers.shape[0])
 
-        def chunk(rows):  # each chunk writes its own rows
+        def chunk(rows):  # each chunk writes its own rows and returns its warps
             losses, warps = self.pair_warps(X[rows], centers)
             distances[rows] = losses
             dists[rows], labels[rows] = losses.min(dim=1)
-            params[rows] = warps[torch.arange(warps.shape[0], device=X.device), labels[rows]]
+            return warps[torch.arange(warps.shape[0], device=X.device), labels[rows]]
 
-        self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning",
-                        n_centers=centers.shape[0])
+        # (the warp model is built in map_chunks, with the threads of the pass)
+        warps = self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning",
+                                n_centers=centers.shape[0])
+        model = self.model(X)
+        params = torch.cat(warps) if warps else X.new_empty(0, model.n_basis, model.ndim)
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
                   f"in {time.perf_counter() - t0:.1f}s")
@@ -315,12 +301,11 @@ class WarpGeometry(Geometry):
         assignment = self.assign(X, centers)
         model = self.model(X)
         contrast = self._contrast(X)
-        with torch_threads(self.lloyd_threads(X, centers)):
-            volume = torch.cat(self.map_chunks(
-                lambda rows: warp_log_volume(X[rows], centers[assignment.labels[rows]], model,
-                                             assignment.state[rows], contrast[rows],
-                                             self.warp_penalty, self.affine_penalty),
-                X, desc="SpatialTransformerKMeans: evidence"))
+        volume = torch.cat(self.map_chunks(
+            lambda rows: warp_log_volume(X[rows], centers[assignment.labels[rows]], model,
+                                         assignment.state[rows], contrast[rows],
+                                         self.warp_penalty, self.affine_penalty),
+            X, desc="SpatialTransformerKMeans: evidence"))
         s2 = float(noise_variance)
         return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
                 - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))
@@ -369,11 +354,11 @@ class WarpGeometry(Geometry):
         return mu.reshape(shape)
 
     def update(self, X, centers, assignment, sample_weight):
-        """Centroids minimising the distortion for the fixed warps (see solve_centroids)."""
-        with torch_threads(self.lloyd_threads(X, centers)):
-            sums, cover = self.partial_sums(X, centers, assignment, sample_weight)
-            new = self.solve_from_sums(sums, cover, centers, lambda v: self.normal_sums(
-                v, assignment.labels, assignment.state, sample_weight))
+        """Centroids minimising the distortion for the fixed warps (see solve_centroids);
+        run within the Lloyd loop's threads."""
+        sums, cover = self.partial_sums(X, centers, assignment, sample_weight)
+        new = self.solve_from_sums(sums, cover, centers, lambda v: self.normal_sums(
+            v, assignment.labels, assignment.state, sample_weight))
         weight = torch.zeros(centers.shape[0], dtype=X.dtype, device=X.device)
         weight.index_add_(0, assignment.labels, sample_weight)
         return new, weight
@@ -381,7 +366,6 @@ class WarpGeometry(Geometry):
     def aligned(self, X: torch.Tensor, assignment: Assignment) -> torch.Tensor:
         """Each sample resampled into the frame of its centroid, shape (n, P)."""
         model = self.model(X)
-        with torch_threads(self.lloyd_threads(X, X[:1])):
-            return torch.cat(self.map_chunks(
-                lambda rows: unwarp_images(X[rows], model, assignment.state[rows]), X,
-                desc="SpatialTransformerKMeans: aligning"))
+        return torch.cat(self.map_chunks(
+            lambda rows: unwarp_images(X[rows], model, assignment.state[rows]), X,
+            desc="SpatialTransformerKMeans: aligning"))

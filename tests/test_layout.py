@@ -125,6 +125,29 @@ def test_streaming_and_dask_fit_never_see_an_estimator(name):
     assert not deps & {"skxclust._base", "skxclust._explainable", "skxclust._spatial"}
 
 
+def calls_of(name: str) -> list[str]:
+    """``module:line`` of every call of a function or method named ``name`` in the package."""
+    found = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if called == name:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
+
+
+def test_one_thread_policy_sets_the_threads_in_at_most_four_places():
+    # issue 21: 14 torch_threads(...) settings were spread through the math, each with its
+    # own threshold; skxclust/_threads.py now decides, and only it sets the thread count or
+    # starts threads (the math states the size of a pass or hands it independent jobs)
+    sites = calls_of("torch_threads")
+    assert len(sites) <= 4, sites
+    for name in ("set_num_threads", "ThreadPoolExecutor"):
+        assert all(site.startswith("_threads.py:") for site in calls_of(name)), calls_of(name)
+
+
 @pytest.mark.parametrize("path", sorted([*PACKAGE.rglob("*.py"),
                                          *(REPO / "benchmarks").glob("*.py"),
                                          *(REPO / "tests").glob("*.py")]),

@@ -9,6 +9,7 @@ from skxclust._euclidean import EuclideanGeometry
 from skxclust._geometry import Assignment
 from skxclust._lloyd import best_index, best_restart, lloyd
 from skxclust._seeding import kmeans_plusplus, kmeans_plusplus_restarts
+from skxclust._threads import intra_op_threads
 
 
 def _generators(seeds):
@@ -74,7 +75,7 @@ def test_serial_restart_groups_give_the_same_fit_on_one_thread_two_threads_and_v
     # digits-sized restarts run as two groups: on two threads in parallel, else in turn
     sw = torch.ones(digits_t.shape[0], dtype=digits_t.dtype)
     inits = kmeans_plusplus_restarts(digits_t, 8, sw, _generators(range(n_restarts)))
-    assert EuclideanGeometry().lloyd_threads(digits_t, inits) == 1
+    assert intra_op_threads(EuclideanGeometry().pass_work(digits_t, inits)) == 1
     saved = torch.get_num_threads()
     runs = []
     try:

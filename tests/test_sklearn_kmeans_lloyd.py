@@ -47,7 +47,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import pairwise_distances, pairwise_distances_argmin
 from sklearn.utils._testing import assert_allclose, assert_array_equal
 
-from skxclust import _euclidean, _seeding
+from skxclust import _threads
 from skxclust._euclidean import EuclideanGeometry
 from skxclust._geometry import Assignment
 from skxclust._relocation import farthest_for_empty, relocate_in_sums
@@ -331,8 +331,7 @@ def test_result_equal_in_diff_n_threads(global_random_seed, shape, monkeypatch):
     # pass of these loops is below the serial thresholds (skxclust._threads) and runs on
     # one thread whatever torch's setting; the (4000, 30) case is also above the grain
     # size of torch's parallel loops, so the element-wise ops split across the threads.
-    monkeypatch.setattr(_euclidean, "LLOYD_SERIAL_MACS", 0)
-    monkeypatch.setattr(_seeding, "LLOYD_SERIAL_MACS", 0)
+    monkeypatch.setitem(_threads.SERIAL_BELOW, "fit", 0)
     seen = []
 
     def spy_on(method):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from skxclust import ExplainableKMeans
-from skxclust._threads import _SERIAL_MACS, serial_threads, torch_threads
+from skxclust._threads import SERIAL_BELOW, Work, intra_op_threads, map_jobs, torch_threads
 
 
 @pytest.fixture
@@ -18,9 +18,46 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-def test_small_cpu_problems_run_serial_large_ones_keep_torch_setting():
-    assert serial_threads(torch.zeros(100, 10), 8) == 1
-    assert serial_threads(torch.zeros(1, _SERIAL_MACS), 1) is None
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("kind", sorted(SERIAL_BELOW))
+def test_small_cpu_passes_run_serial_large_ones_and_gpu_ones_keep_torch_setting(kind):
+    assert intra_op_threads(Work(kind, SERIAL_BELOW[kind] - 1, CPU)) == 1
+    assert intra_op_threads(Work(kind, SERIAL_BELOW[kind], CPU)) is None
+    assert intra_op_threads(Work(kind, 0, torch.device("meta"))) is None
+    assert intra_op_threads(None) is None
+
+
+def _jobs_seen(together=1, **kwargs):
+    """map_jobs over 6 jobs: (results, Python threads used, torch threads inside a job,
+    torch threads during setup); the first ``together`` jobs wait until all of them run."""
+    seen, setup = [], []
+    barrier = threading.Barrier(together, timeout=30)
+
+    def job(i):
+        seen.append((threading.current_thread().name, torch.get_num_threads()))
+        if i < together:
+            barrier.wait()
+        return i * i
+
+    out = map_jobs(job, list(range(6)), CPU,
+                   setup=lambda: setup.append(torch.get_num_threads()), **kwargs)
+    return out, {name for name, _ in seen}, {n for _, n in seen}, setup
+
+
+def test_map_jobs_runs_single_threaded_jobs_on_as_many_threads_as_torch_has(two_threads):
+    out, names, inside, setup = _jobs_seen(2, work=Work("warp", SERIAL_BELOW["warp"], CPU))
+    assert out == [i * i for i in range(6)]  # in order
+    assert len(names) == 2 and threading.current_thread().name not in names
+    assert inside == {1} and setup == [2]
+    # too small a pass for threads: one after the other, in the calling thread
+    out, names, inside, setup = _jobs_seen(work=Work("warp", 1, CPU))
+    assert out == [i * i for i in range(6)]
+    assert names == {threading.current_thread().name} and inside == {1} and setup == [1]
+    _, names, _, _ = _jobs_seen(max_workers=1)
+    assert names == {threading.current_thread().name}
+    assert torch.get_num_threads() == 2
 
 
 def test_torch_threads_sets_then_restores(two_threads):
@@ -92,6 +129,29 @@ def test_overlapping_uses_in_two_threads_restore_both_threads(two_threads, last_
     assert seen == {"inside": 1, "after": 2}
     assert torch.get_num_threads() == 2
     assert fresh == [2]
+
+
+def test_a_thread_that_first_uses_torch_inside_keeps_its_setting(two_threads):
+    # torch initialises a thread's setting on its first use, from the value any thread set
+    # last: a worker that entered while another thread was inside, and first used torch
+    # after that one had left (putting 2 back), ran its single-threaded job on 2 threads
+    entered, leave = threading.Event(), threading.Event()
+    seen = []
+
+    def worker():
+        with torch_threads(1):
+            entered.set()
+            leave.wait()
+            seen.append(torch.get_num_threads())
+
+    with torch_threads(1):
+        thread = threading.Thread(target=worker)
+        thread.start()
+        entered.wait()
+    leave.set()
+    thread.join()
+    assert seen == [1]
+    assert torch.get_num_threads() == 2
 
 
 def _split_gains_of_digits(monkeypatch, n_threads):
