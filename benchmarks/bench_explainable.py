@@ -63,6 +63,7 @@ from benchmarks._common import (  # noqa: E402
     write_json,
 )
 from skxclust import ExplainableKMeans  # noqa: E402
+from skxclust._threads import EXPLAIN_BLOCK_VALUES, block_rows  # noqa: E402
 from skxclust.metrics import clustering_accuracy  # noqa: E402
 from skxclust.nn import midpoint_basis  # noqa: E402
 
@@ -274,7 +275,7 @@ def bench_product_floor(model: ExplainableKMeans, X, repeats: int) -> dict:
             torch.addcmul(work[:b, d:], x, work[:b, :d], out=out[i:i + step])
 
     per_step = {}
-    for step in sorted({min(n, s) for s in (256, 512, max(1, 2**19 // d))}):
+    for step in sorted({min(n, s) for s in (256, 512, block_rows(EXPLAIN_BLOCK_VALUES, d, n))}):
         products(step)
         per_step[step] = float(np.median([_per_call(lambda s=step: products(s)) / n
                                           for _ in range(repeats)]))
