@@ -105,7 +105,6 @@ class WarpGeometry(Geometry):
     """
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
-    least_squares_update = True
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
@@ -330,6 +329,11 @@ class WarpGeometry(Geometry):
         """Adjoint-weighted average ``sums / weight``; pixels without coverage (below 1e-6
         of the centroid's largest) keep their value in ``centers``."""
         return torch.where(covered(weight), sums / weight.clamp_min(1e-300), centers)
+
+    def normal_operator(self, labels, state, sample_weight):
+        """``v -> normal_sums(v, labels, state, sample_weight)``: the update is a
+        least-squares solve (:meth:`solve_from_sums`)."""
+        return lambda v: self.normal_sums(v, labels, state, sample_weight)
 
     def normal_sums(self, centers, labels, params, sample_weight):
         """``sum_{i in k} w_i S_i^T S_i mu_k`` (K, P) for the warps ``params`` (n, ...)."""

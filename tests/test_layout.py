@@ -199,7 +199,23 @@ def test_both_geometries_implement_the_contract(geometry):
     assert issubclass(geometry, Geometry)
     for method in ("assign", "pairwise", "update", "partial_sums", "centers_from_sums"):
         assert getattr(geometry, method) is not getattr(Geometry, method), method
-    assert WarpGeometry.least_squares_update and not EuclideanGeometry.least_squares_update
+    # the least-squares update is the geometry's own: it has a normal operator
+    labels, sw = torch.zeros(2, dtype=torch.long), torch.ones(2)
+    assert EuclideanGeometry().normal_operator(labels, None, sw) is None
+    assert WarpGeometry.normal_operator is not Geometry.normal_operator
+
+
+def boolean_flags(cls) -> set[str]:
+    """The boolean class attributes of ``cls`` and its bases."""
+    return {name for klass in cls.__mro__ for name, value in vars(klass).items()
+            if isinstance(value, bool)}
+
+
+@pytest.mark.parametrize("geometry", [Geometry, EuclideanGeometry, WarpGeometry])
+def test_the_geometry_contract_has_at_most_one_boolean_flag(geometry):
+    # behaviour is the geometry's methods (update, relocate, restart_runs, ...), not flags
+    # that the fits read to choose a code path
+    assert len(boolean_flags(geometry)) <= 1, boolean_flags(geometry)
 
 
 def test_a_geometry_written_against_the_contract_runs_every_fit():
