@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ._geometry import Farthest
-from ._lloyd import FitResult, best_index, lloyd_iterations
+from ._lloyd import FitResult, best_index, lloyd_iterations, scaled_tol
 from ._threads import pass_threads
 from ._validation import check_magnitude, resolve_device, to_tensor
 
@@ -336,7 +336,7 @@ def _prepare(X, sw_np, frame, tol: float):
     if not frame.geometry().translation_invariant:
         shift = torch.zeros_like(shift)
     check_magnitude(torch.stack([moments["hi"] - shift, moments["lo"] - shift]))
-    tol = float((moments["m2"] / n_samples).mean()) * tol if n_samples > 1 else 0.0
+    tol = scaled_tol(tol, n_samples, lambda: moments["m2"] / n_samples)
     return blocks, frame.with_shift(shift.numpy()), shift, tol
 
 

@@ -22,7 +22,8 @@ from ._geometry import Assignment
 from ._progress import progress
 from ._threads import intra_op_threads, map_jobs, pass_threads
 
-__all__ = ["FitResult", "best_index", "best_restart", "lloyd", "lloyd_iterations"]
+__all__ = ["FitResult", "best_index", "best_restart", "lloyd", "lloyd_iterations",
+           "scaled_tol"]
 
 
 class FitResult(NamedTuple):
@@ -37,6 +38,17 @@ class FitResult(NamedTuple):
     inertia: float
     n_iter: int | None
     stats: dict
+
+
+def scaled_tol(tol: float, n_samples: int, column_variance) -> float:
+    """The shift tolerance of :func:`lloyd_iterations` for a relative ``tol``.
+
+    As scikit-learn's ``_tolerance``: ``tol`` times the mean over the columns of their
+    (biased) variance, 0 for a single sample. ``column_variance`` is a callable returning
+    that variance (D,), called only when ``n_samples > 1``. Every fit (in-memory, dask,
+    ST K-means' Euclidean seeding) scales its tolerance here.
+    """
+    return float(column_variance().mean()) * tol if n_samples > 1 else 0.0
 
 
 # -- the Lloyd loop -----------------------------------------------------------------------

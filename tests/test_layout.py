@@ -148,6 +148,33 @@ def test_one_thread_policy_sets_the_threads_in_at_most_four_places():
         assert all(site.startswith("_threads.py:") for site in calls_of(name)), calls_of(name)
 
 
+def tolerance_scalings() -> list[str]:
+    """``module:line`` of every product of a tolerance (``tol`` or ``1e-4``) with a mean."""
+    def is_tol(node):
+        return (getattr(node, "id", getattr(node, "attr", None)) == "tol"
+                or (isinstance(node, ast.Constant) and node.value == 1e-4))
+
+    def takes_a_mean(node):
+        return any(isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "mean"
+                   for n in ast.walk(node))
+
+    found = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
+                    is_tol(a) and takes_a_mean(b)
+                    for a, b in ((node.left, node.right), (node.right, node.left))):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
+
+
+def test_the_tolerance_is_scaled_by_the_data_in_one_place():
+    # issue 21: "tol times the mean column variance" was written three times (once with
+    # 1e-4 hard-coded); every fit now calls skxclust._lloyd.scaled_tol
+    sites = tolerance_scalings()
+    assert len(sites) == 1 and sites[0].startswith("_lloyd.py:"), sites
+
+
 @pytest.mark.parametrize("path", sorted([*PACKAGE.rglob("*.py"),
                                          *(REPO / "benchmarks").glob("*.py"),
                                          *(REPO / "tests").glob("*.py")]),
