@@ -73,8 +73,8 @@ def best_index(inertia: torch.Tensor) -> int:
 
 
 def best_restart(result):
-    """The restart of a batched :func:`lloyd` result with the lowest inertia (the first of
-    ties, see :func:`best_index`).
+    """The restart of a :func:`lloyd` result with the lowest inertia (the first of ties,
+    see :func:`best_index`; the only one of a single run).
 
     Returns ``(labels (n,), inertia float, centers (K, D), n_iter int)``.
     """
@@ -103,10 +103,10 @@ def lloyd(
     Parameters
     ----------
     X : Tensor of shape (n, D)
-    centers : Tensor of shape (K, D), or (R, K, D) for R independent restarts
-        Initial centroids. Restarts stop one by one as each converges; with a geometry
-        that takes them as one run (``restart_runs``) the running ones share every pass
-        over X.
+    centers : Tensor of shape (R, K, D)
+        Initial centroids of R independent restarts (one run: ``centers[None]``).
+        Restarts stop one by one as each converges; with a geometry that takes them as
+        one run (``restart_runs``) the running ones share every pass over X.
     geometry : Geometry
     sample_weight : Tensor of shape (n,)
     max_iter : int
@@ -119,16 +119,17 @@ def lloyd(
 
     Returns
     -------
-    labels : LongTensor (n,) — (R, n) for restarts
-    inertia : float — float64 Tensor (R,) for restarts
+    Every restart's result, along the restart axis (:func:`best_restart` keeps one):
+
+    labels : LongTensor of shape (R, n)
+    inertia : float64 Tensor of shape (R,)
         Weighted sum of the distances for the returned labels and centroids.
-    centers : Tensor (K, D) — (R, K, D) for restarts
-    n_iter : int — LongTensor (R,) for restarts; iterations run (>= 1).
+    centers : Tensor of shape (R, K, D)
+    n_iter : LongTensor of shape (R,)
+        Iterations run (>= 1).
     """
-    if centers.dim() == 2:
-        labels, inertia, out, n_iter = lloyd(X, centers[None], geometry, sample_weight,
-                                             max_iter, tol, verbose, history, desc)
-        return labels[0], float(inertia[0]), out[0], int(n_iter[0])
+    if centers.dim() != 3:
+        raise ValueError(f"lloyd takes centroids of shape (R, K, D), got {tuple(centers.shape)}.")
     if history is not None and centers.shape[0] != 1:
         raise ValueError("lloyd records a history for a single run only.")
     work = geometry.pass_work(X, centers)

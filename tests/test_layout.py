@@ -251,7 +251,8 @@ def test_a_geometry_written_against_the_contract_runs_every_fit():
     scale = torch.tensor([1.0, 2.0, 0.5, 1.0], dtype=X.dtype)
     geometry = ScaledGeometry(scale)
     init = X[[0, 1, 2]].clone()
-    labels, inertia, centers, _ = lloyd(X, init, geometry, sw, max_iter=20, tol=0.0)
+    labels, inertia, centers, _ = best_restart(lloyd(X, init[None], geometry, sw,
+                                                     max_iter=20, tol=0.0))
     assert float(inertia) == pytest.approx(float(geometry.assign(X, centers).distances.sum()))
     # one mini-batch step on all rows from the converged centroids keeps them
     stepped, counts = mini_batch_step(geometry, X, centers, torch.zeros(3, dtype=torch.float64),
