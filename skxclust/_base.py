@@ -34,7 +34,7 @@ from ._dask import check_dask_array, dask_row_blocks, is_dask_array
 from ._dask_fit import fit_blockwise
 from ._geometry import Geometry
 from ._inference import KMeansInferenceMixin
-from ._lloyd import FitResult, best_restart, lloyd
+from ._lloyd import FitResult, best_restart, lloyd, scaled_tol
 from ._seeding import Seeding, kmeans_plusplus_restarts
 from ._streaming import cluster_counts, mini_batch_step
 from ._threads import pass_threads
@@ -332,7 +332,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         Xt = self._embed(to_tensor(X, device))
         geometry = self._make_fit_geometry(X.shape[1])
         Xt, shift = into_fit_frame(Xt, sw, geometry)
-        tol = float(column_variance(Xt).mean()) * self.tol if X.shape[0] > 1 else 0.0
+        tol = scaled_tol(self.tol, X.shape[0], lambda: column_variance(Xt))
         return Xt, sw, shift, geometry, tol
 
     def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype) -> tuple:

@@ -31,8 +31,8 @@ import uuid
 import numpy as np
 import torch
 
-from ._lloyd import FitResult, best_index, lloyd_iterations
-from ._relocation import average_sums, relocate_empty, relocate_in_sums
+from ._geometry import Farthest
+from ._lloyd import FitResult, best_index, lloyd_iterations, scaled_tol
 from ._threads import pass_threads
 from ._validation import check_magnitude, resolve_device, to_tensor
 
@@ -111,23 +111,6 @@ def _merge_moments(a, b):
             "lo": torch.minimum(a["lo"], b["lo"]), "hi": torch.maximum(a["hi"], b["hi"])}
 
 
-def _assign_restarts(geometry, X, sw, centers):
-    """Assignments and partial sums of every restart: (labels (R, n), distances (R, n),
-    states, sums, weights), batched when the geometry takes restarts at once."""
-    if geometry.batched_restarts:
-        a = geometry.assign(X, centers)
-        sums, weight = geometry.partial_sums(X, centers, a, sw)
-        return a.labels, a.distances, [None] * centers.shape[0], sums, weight
-    out = []
-    for r in range(centers.shape[0]):
-        a = geometry.assign(X, centers[r])
-        out.append((a.labels, a.distances, a.state,
-                    *geometry.partial_sums(X, centers[r], a, sw)))
-    labels, dists, states, sums, weight = zip(*out)
-    return torch.stack(labels), torch.stack(dists), list(states), torch.stack(sums), \
-        torch.stack(weight)
-
-
 def _lloyd_block(x, w, prev, centers, running, offset, frame):
     """One Lloyd pass over a block for the ``running`` restarts.
 
@@ -140,7 +123,7 @@ def _lloyd_block(x, w, prev, centers, running, offset, frame):
     c = torch.as_tensor(centers, device=X.device)
     n_clusters, n_rows = c.shape[1], X.shape[0]
     with pass_threads(geometry.pass_work(X, c[0])):
-        labels, dists, states, sums, weight = _assign_restarts(geometry, X, sw, c)
+        labels, dists, states, sums, weight = geometry.restart_sums(X, sw, c)
     n_run = len(running)
     if prev is None:
         result = {"labels": labels, "states": states}
@@ -263,30 +246,22 @@ def _lloyd_pass(blocks, results, centers, running, frame):
 
 
 def _update(geometry, blocks, results, centers, stats, running, frame):
-    """The geometry's centroid update from the reduced statistics (see the module doc)."""
+    """The geometry's centroid update from the reduced statistics, empty clusters relocated
+    (``update_from_sums``, see the module doc)."""
     import dask
 
     sums = stats["sums"].to(centers.dtype)
     weight = stats["weight"].to(centers.dtype)
-    if geometry.relocates_empty:  # scikit-learn's rule, in the sums
+    farthest = Farthest(stats["far_d"], stats["far_x"], stats["far_w"], stats["far_l"])
 
-        def farthest(r, m):
-            if not float(stats["far_d"][r, 0]) > 0:
-                return None
-            return stats["far_x"][r, :m], stats["far_w"][r, :m], stats["far_l"][r, :m]
-
-        relocate_in_sums(sums, weight, farthest)
-        return average_sums(sums, weight)
-    if not geometry.least_squares_update:
-        return geometry.centers_from_sums(sums, weight, centers)
-
-    def normal(v):
+    def normal(v):  # the blockwise normal operator of a least-squares update
         parts = [dask.delayed(_normal_block, pure=False)(w, r, v.cpu().numpy(), list(running),
                                                          frame)
                  for w, r in zip(blocks.w, results)]
         return _tree(parts, _add).compute().to(v.dtype)
 
-    return geometry.solve_from_sums(sums, weight, centers, normal)
+    return geometry.update_from_sums(sums, weight, centers, stats["cluster_weight"],
+                                     farthest, normal)
 
 
 class _PassStats:
@@ -361,7 +336,7 @@ def _prepare(X, sw_np, frame, tol: float):
     if not frame.geometry().translation_invariant:
         shift = torch.zeros_like(shift)
     check_magnitude(torch.stack([moments["hi"] - shift, moments["lo"] - shift]))
-    tol = float((moments["m2"] / n_samples).mean()) * tol if n_samples > 1 else 0.0
+    tol = scaled_tol(tol, n_samples, lambda: moments["m2"] / n_samples)
     return blocks, frame.with_shift(shift.numpy()), shift, tol
 
 
@@ -414,9 +389,6 @@ def fit_blockwise(X, sample_weight: np.ndarray, *, n_clusters: int, embed, make_
     def step(current, state, running):
         rows = running.tolist()
         new = _update(geometry, blocks, latest[0], current, state.stats, rows, frame)
-        if not geometry.relocates_empty:
-            relocate_empty(new, state.stats["cluster_weight"],
-                           lambda r, m: state.stats["far_x"][r, :m])
         latest[0], stats = _lloyd_pass(blocks, latest[0], new, rows, frame)
         inertia[running] = stats["inertia"]
         return new, _PassStats(stats), stats["changed"] == 0, stats["inertia"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ._geometry import Assignment, Geometry
+from ._geometry import Assignment, Farthest, Geometry
 from ._relocation import average_sums, farthest_for_empty, relocate_in_sums
 from ._threads import SCREEN_MIN_MACS, SUM_BLOCK_VALUES, Work, block_rows
 from .nn.neuralized import squared_distances
@@ -51,7 +51,6 @@ class EuclideanGeometry(Geometry):
     """
 
     translation_invariant = True
-    batched_restarts = True
 
     def __init__(self, batch_size: int = 4096, screen: bool = False):
         self.batch_size = batch_size
@@ -206,9 +205,34 @@ class EuclideanGeometry(Geometry):
         return torch.where(weight[..., None] > 0,
                            sums / weight.clamp_min(1e-300)[..., None], centers)
 
-    # Empty clusters are relocated by :meth:`update` itself, with scikit-learn's rule (see
-    # :mod:`skxclust._relocation`); :func:`lloyd` leaves them alone.
-    relocates_empty = True
+    def restart_runs(self, centers: torch.Tensor) -> list[tuple[Geometry, torch.Tensor]]:
+        """All restarts in one loop: :meth:`assign` and :meth:`update` take (R, K, D)."""
+        return [(self, centers)]
+
+    def restart_sums(self, X: torch.Tensor, sample_weight: torch.Tensor,
+                     centers: torch.Tensor):
+        """Assignments and partial sums of all restarts (R, K, D) in one pass over X."""
+        a = self.assign(X, centers)
+        sums, weight = self.partial_sums(X, centers, a, sample_weight)
+        return a.labels, a.distances, [None] * centers.shape[0], sums, weight
+
+    def relocate(self, X, centers, weight, assignment) -> None:
+        """Nothing: :meth:`update` relocates empty clusters itself, with scikit-learn's
+        rule (see :mod:`skxclust._relocation`)."""
+
+    def update_from_sums(self, sums: torch.Tensor, weight: torch.Tensor,
+                         centers: torch.Tensor, cluster_weight: torch.Tensor,
+                         farthest: Farthest, normal) -> torch.Tensor:
+        """scikit-learn's rule in the reduced sums: each empty cluster receives one of the
+        ``farthest`` rows (none when every distance is zero), then ``sums / weight``."""
+
+        def moved(r, m):
+            if not float(farthest.distances[r, 0]) > 0:
+                return None
+            return farthest.rows[r, :m], farthest.weights[r, :m], farthest.labels[r, :m]
+
+        relocate_in_sums(sums, weight, moved)
+        return average_sums(sums, weight)
 
     def update(self, X, centers, assignment, sample_weight):
         """Weighted means of the members, shape of ``centers``; and the cluster weights.

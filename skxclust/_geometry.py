@@ -17,9 +17,10 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ._relocation import relocate_empty
 from ._threads import Work
 
-__all__ = ["Assignment", "Geometry"]
+__all__ = ["Assignment", "Farthest", "Geometry"]
 
 
 class Assignment(NamedTuple):
@@ -35,36 +36,40 @@ class Assignment(NamedTuple):
         return Assignment(self.labels[keep], self.distances[keep], self.state)
 
 
+class Farthest(NamedTuple):
+    """The rows farthest from their centroid in each restart of a blockwise pass, farthest
+    first (``m`` of them per restart): what relocating empty clusters needs."""
+
+    distances: torch.Tensor  # (R, m) squared distance to the assigned centroid
+    rows: torch.Tensor  # (R, m, D)
+    weights: torch.Tensor  # (R, m)
+    labels: torch.Tensor  # (R, m) long
+
+
 class Geometry:
     """Base class of the k-means geometries: the one contract every fit relies on.
 
     Subclasses implement :meth:`assign`, :meth:`pairwise`, :meth:`update`,
-    :meth:`partial_sums` and :meth:`centers_from_sums`; the other members have defaults.
+    :meth:`partial_sums` and :meth:`centers_from_sums`; the other members have defaults,
+    those of a geometry that takes one set of centroids (K, D) at a time, relocates empty
+    clusters with the plain rule (:meth:`relocate`) and has the closed-form update
+    :meth:`centers_from_sums`. A geometry that does more overrides the method concerned:
+    :meth:`restart_runs` and :meth:`restart_sums` to take restarts as a leading axis,
+    :meth:`relocate` and :meth:`update_from_sums` for its own relocation rule,
+    :meth:`normal_operator`, :meth:`normal_sums` and :meth:`solve_from_sums` for a
+    least-squares update.
 
     Attributes
     ----------
     translation_invariant : bool
         True when distances do not change if X and the centroids are shifted together
-        (the fits then centre the data for numerical accuracy).
-    relocates_empty : bool
-        True when :meth:`update` relocates empty clusters itself; otherwise the Lloyd loop
-        moves them to the samples farthest from their centroid.
-    batched_restarts : bool
-        True when :meth:`assign`, :meth:`update` and :meth:`partial_sums` also accept
-        centroids of shape (R, K, D), returning labels and distances (R, n) and weights
-        (R, K): the Lloyd loop then runs all restarts in each pass over X.
-    least_squares_update : bool
-        True when the centroid update solves a least-squares problem through
-        :meth:`normal_sums` and :meth:`solve_from_sums` (ST K-means); False when it is the
-        closed form :meth:`centers_from_sums`.
+        (the fits then centre the data for numerical accuracy). The contract's one flag: a
+        property of the distance, not of an implementation.
     batch_size : int
         Rows processed at once (see :meth:`chunks`).
     """
 
     translation_invariant = True
-    relocates_empty = False
-    batched_restarts = False
-    least_squares_update = False
     batch_size = 4096
 
     # -- distances ------------------------------------------------------------------
@@ -86,7 +91,8 @@ class Geometry:
     def update(self, X: torch.Tensor, centers: torch.Tensor, assignment: Assignment,
                sample_weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """New centroids (shape of ``centers``) for the fixed assignment, and the weight of
-        every cluster (K,)."""
+        every cluster (K,). Clusters without weight are given a centroid afterwards by
+        :meth:`relocate` (or here, by a geometry whose :meth:`relocate` does nothing)."""
         raise NotImplementedError
 
     def partial_sums(self, X: torch.Tensor, centers: torch.Tensor, assignment: Assignment,
@@ -102,17 +108,76 @@ class Geometry:
         pixels) without weight keep their value in ``centers``."""
         raise NotImplementedError
 
+    def relocate(self, X: torch.Tensor, centers: torch.Tensor, weight: torch.Tensor,
+                 assignment: Assignment) -> None:
+        """Give the empty clusters of an in-memory update a centroid, in place.
+
+        Shapes carry the restart axis: ``centers`` (R, K, D) and ``weight`` (R, K) from
+        :meth:`update`, ``assignment`` (labels and distances (R, n)) the one it updated
+        from. Default: the plain rule, each empty cluster's centroid becomes one of the
+        samples farthest from their centroid (:func:`skxclust._relocation.relocate_empty`).
+        """
+        relocate_empty(centers, weight, lambda r, m: X[
+            torch.argsort(assignment.distances[r], descending=True)[:m]])
+
+    def normal_operator(self, labels: torch.Tensor, state: Any, sample_weight: torch.Tensor):
+        """The normal operator ``v -> normal_sums(v, ...)`` of a least-squares update for
+        the fixed assignment ``(labels, state)``, or None for a closed-form update
+        (:meth:`centers_from_sums`; the default)."""
+        return None
+
     def normal_sums(self, centers: torch.Tensor, labels: torch.Tensor, state: Any,
                     sample_weight: torch.Tensor) -> torch.Tensor:
         """The normal operator of the least-squares update applied to ``centers``
-        (only when :attr:`least_squares_update`)."""
+        (only for a geometry whose :meth:`normal_operator` is not None)."""
         raise NotImplementedError(f"{type(self).__name__} has a closed-form update.")
 
     def solve_from_sums(self, sums: torch.Tensor, weight: torch.Tensor,
                         centers: torch.Tensor, normal) -> torch.Tensor:
-        """The least-squares centroids from the reduced sums and the normal operator
-        ``normal`` (only when :attr:`least_squares_update`)."""
-        raise NotImplementedError(f"{type(self).__name__} has a closed-form update.")
+        """The centroids from the reduced sums; a least-squares update solves with the
+        normal operator ``normal`` (a callable ``v -> A v``), the default is the closed
+        form :meth:`centers_from_sums` (``normal`` unused)."""
+        return self.centers_from_sums(sums, weight, centers)
+
+    def update_from_sums(self, sums: torch.Tensor, weight: torch.Tensor,
+                         centers: torch.Tensor, cluster_weight: torch.Tensor,
+                         farthest: Farthest, normal) -> torch.Tensor:
+        """The centroids (R, K, D) of a blockwise pass, empty clusters relocated.
+
+        ``sums`` and ``weight`` are the reduced :meth:`partial_sums` of the restarts
+        ``centers`` (R, K, D), ``cluster_weight`` (R, K) the weight of every cluster,
+        ``farthest`` the rows farthest from their centroid and ``normal`` the blockwise
+        normal operator (see :meth:`solve_from_sums`). Default: :meth:`solve_from_sums`,
+        then the plain rule of :meth:`relocate`.
+        """
+        new = self.solve_from_sums(sums, weight, centers, normal)
+        relocate_empty(new, cluster_weight, lambda r, m: farthest.rows[r, :m])
+        return new
+
+    # -- restarts ---------------------------------------------------------------------
+    def restart_runs(self, centers: torch.Tensor) -> list[tuple[Geometry, torch.Tensor]]:
+        """How the Lloyd loop runs the restarts ``centers`` (R, K, D): a list of
+        ``(geometry, centers (R_i, K, D))``, one loop each, whose geometry takes the
+        restart axis and whose restarts share every pass over X.
+
+        Default: one loop per restart, through a view of this geometry that adds a
+        restart axis of length 1.
+        """
+        return [(_OneRestart(self), c[None]) for c in centers]
+
+    def restart_sums(self, X: torch.Tensor, sample_weight: torch.Tensor,
+                     centers: torch.Tensor):
+        """Assignments and :meth:`partial_sums` of every restart ``centers`` (R, K, D):
+        (labels (R, n), distances (R, n), states (list of R), sums, weights), stacked
+        along the restart axis. Default: one restart after another."""
+        out = []
+        for r in range(centers.shape[0]):
+            a = self.assign(X, centers[r])
+            out.append((a.labels, a.distances, a.state,
+                        *self.partial_sums(X, centers[r], a, sample_weight)))
+        labels, dists, states, sums, weight = zip(*out)
+        return torch.stack(labels), torch.stack(dists), list(states), torch.stack(sums), \
+            torch.stack(weight)
 
     # -- execution --------------------------------------------------------------------
     def chunks(self, n: int) -> list[slice]:
@@ -129,3 +194,23 @@ class Geometry:
         """Keep derived read-only models (e.g. warp operators) in ``cache``, shared with
         other geometries of the same fit (the dask workers' tasks); default: nothing to
         share."""
+
+
+class _OneRestart(Geometry):
+    """View a geometry that takes one set of centroids (K, D) as one that takes restarts
+    (R, K, D), for R = 1 (see :meth:`Geometry.restart_runs`)."""
+
+    def __init__(self, geometry: Geometry):
+        self.geometry = geometry
+
+    def assign(self, X, centers):
+        a = self.geometry.assign(X, centers[0])
+        return Assignment(a.labels[None], a.distances[None], a.state)
+
+    def update(self, X, centers, assignment, sample_weight):
+        single = Assignment(assignment.labels[0], assignment.distances[0], assignment.state)
+        new, weight = self.geometry.update(X, centers[0], single, sample_weight)
+        return new[None], weight[None]
+
+    def relocate(self, X, centers, weight, assignment):
+        self.geometry.relocate(X, centers, weight, assignment)

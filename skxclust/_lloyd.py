@@ -3,10 +3,11 @@
 :func:`lloyd` runs Lloyd iterations of an in-memory fit with any
 :class:`skxclust._geometry.Geometry`; :func:`lloyd_iterations` holds the iteration,
 convergence and restart bookkeeping shared with the blockwise dask fit
-(:mod:`skxclust._dask_fit`). With a geometry that has ``batched_restarts`` the restarts
-share every pass over X (in two groups on two threads when the loop is serial); other
-geometries run their restarts one after another. Empty clusters are relocated to the
-farthest samples unless the geometry ``relocates_empty`` itself.
+(:mod:`skxclust._dask_fit`). The geometry says how the restarts run
+(:meth:`~skxclust._geometry.Geometry.restart_runs`): all in one loop sharing every pass
+over X (in two groups on two threads when the loop is serial), or one after another.
+After each update the geometry relocates empty clusters
+(:meth:`~skxclust._geometry.Geometry.relocate`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._geometry import Assignment, Geometry
+from ._geometry import Assignment
 from ._progress import progress
-from ._relocation import relocate_empty
 from ._threads import intra_op_threads, map_jobs, pass_threads
 
-__all__ = ["FitResult", "best_index", "best_restart", "lloyd", "lloyd_iterations"]
+__all__ = ["FitResult", "best_index", "best_restart", "lloyd", "lloyd_iterations",
+           "scaled_tol"]
 
 
 class FitResult(NamedTuple):
@@ -39,24 +40,18 @@ class FitResult(NamedTuple):
     stats: dict
 
 
+def scaled_tol(tol: float, n_samples: int, column_variance) -> float:
+    """The shift tolerance of :func:`lloyd_iterations` for a relative ``tol``.
+
+    As scikit-learn's ``_tolerance``: ``tol`` times the mean over the columns of their
+    (biased) variance, 0 for a single sample. ``column_variance`` is a callable returning
+    that variance (D,), called only when ``n_samples > 1``. Every fit (in-memory, dask,
+    ST K-means' Euclidean seeding) scales its tolerance here.
+    """
+    return float(column_variance().mean()) * tol if n_samples > 1 else 0.0
+
+
 # -- the Lloyd loop -----------------------------------------------------------------------
-class _OneRestart(Geometry):
-    """View a geometry without batched restarts as one with a restart axis of length 1."""
-
-    def __init__(self, geometry: Geometry):
-        self.geometry = geometry
-        self.relocates_empty = geometry.relocates_empty
-
-    def assign(self, X, centers):
-        a = self.geometry.assign(X, centers[0])
-        return Assignment(a.labels[None], a.distances[None], a.state)
-
-    def update(self, X, centers, assignment, sample_weight):
-        single = Assignment(assignment.labels[0], assignment.distances[0], assignment.state)
-        new, weight = self.geometry.update(X, centers[0], single, sample_weight)
-        return new[None], weight[None]
-
-
 # Restarts whose inertia is within this relative distance of the lowest are ties: summing
 # the same distances in another order (row blocks of a dask fit, threads) moves the
 # inertia by a few ulps, which must not decide between two equally good restarts.
@@ -78,8 +73,8 @@ def best_index(inertia: torch.Tensor) -> int:
 
 
 def best_restart(result):
-    """The restart of a batched :func:`lloyd` result with the lowest inertia (the first of
-    ties, see :func:`best_index`).
+    """The restart of a :func:`lloyd` result with the lowest inertia (the first of ties,
+    see :func:`best_index`; the only one of a single run).
 
     Returns ``(labels (n,), inertia float, centers (K, D), n_iter int)``.
     """
@@ -103,14 +98,15 @@ def lloyd(
 
     Convergence follows scikit-learn: stop when labels do not change (strict) or when the
     total squared centroid shift is ``<= tol`` (``tol`` already scaled by the data variance).
-    Empty clusters are relocated to the samples farthest from their centroid.
+    Empty clusters are relocated by the geometry (``relocate``).
 
     Parameters
     ----------
     X : Tensor of shape (n, D)
-    centers : Tensor of shape (K, D), or (R, K, D) for R independent restarts
-        Initial centroids. Restarts stop one by one as each converges; with a geometry
-        that has ``batched_restarts`` the running ones share every pass over X.
+    centers : Tensor of shape (R, K, D)
+        Initial centroids of R independent restarts (one run: ``centers[None]``).
+        Restarts stop one by one as each converges; with a geometry that takes them as
+        one run (``restart_runs``) the running ones share every pass over X.
     geometry : Geometry
     sample_weight : Tensor of shape (n,)
     max_iter : int
@@ -123,30 +119,31 @@ def lloyd(
 
     Returns
     -------
-    labels : LongTensor (n,) — (R, n) for restarts
-    inertia : float — float64 Tensor (R,) for restarts
+    Every restart's result, along the restart axis (:func:`best_restart` keeps one):
+
+    labels : LongTensor of shape (R, n)
+    inertia : float64 Tensor of shape (R,)
         Weighted sum of the distances for the returned labels and centroids.
-    centers : Tensor (K, D) — (R, K, D) for restarts
-    n_iter : int — LongTensor (R,) for restarts; iterations run (>= 1).
+    centers : Tensor of shape (R, K, D)
+    n_iter : LongTensor of shape (R,)
+        Iterations run (>= 1).
     """
-    if centers.dim() == 2:
-        labels, inertia, out, n_iter = lloyd(X, centers[None], geometry, sample_weight,
-                                             max_iter, tol, verbose, history, desc)
-        return labels[0], float(inertia[0]), out[0], int(n_iter[0])
+    if centers.dim() != 3:
+        raise ValueError(f"lloyd takes centroids of shape (R, K, D), got {tuple(centers.shape)}.")
     if history is not None and centers.shape[0] != 1:
         raise ValueError("lloyd records a history for a single run only.")
     work = geometry.pass_work(X, centers)
-    batched = geometry.batched_restarts
-    if batched and intra_op_threads(work) == 1 and centers.shape[0] > 1:
-        return _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol,
+    runs = geometry.restart_runs(centers)
+    if len(runs) == 1 and runs[0][1].shape[0] > 1 and intra_op_threads(work) == 1:
+        return _lloyd_in_two_groups(X, runs[0][1], runs[0][0], sample_weight, max_iter, tol,
                                     verbose)
     with pass_threads(work):
-        if batched:
-            return _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
-                          desc)
-        runs = [_lloyd(X, c[None], _OneRestart(geometry), sample_weight, max_iter, tol,
-                       verbose, history, desc) for c in centers]
-        return tuple(torch.cat(parts) for parts in zip(*runs))
+        if len(runs) == 1:
+            return _lloyd(X, runs[0][1], runs[0][0], sample_weight, max_iter, tol, verbose,
+                          history, desc)
+        results = [_lloyd(X, c, g, sample_weight, max_iter, tol, verbose, history, desc)
+                   for g, c in runs]
+        return tuple(torch.cat(parts) for parts in zip(*results))
 
 
 def _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol, verbose):
@@ -244,16 +241,15 @@ def _iterate(centers, state, step, max_iter, tol, verbose, bar):
 
 def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
            desc="k-means"):
-    """Body of :func:`lloyd` for restarts (R, K, D), run under the geometry's threads."""
+    """Body of :func:`lloyd` for restarts (R, K, D), run under the geometry's threads;
+    ``geometry`` takes the restart axis (a run of ``restart_runs``)."""
     centers = centers.clone()
     first = geometry.assign(X, centers)
     labels, distances = first.labels.clone(), first.distances.clone()
 
     def step(current, cur, running):
         new_centers, weight = geometry.update(X, current, cur, sample_weight)
-        if not geometry.relocates_empty:
-            relocate_empty(new_centers, weight, lambda r, m: X[
-                torch.argsort(cur.distances[r], descending=True)[:m]])
+        geometry.relocate(X, new_centers, weight, cur)
         new = geometry.assign(X, new_centers)
         rows = running.to(X.device)
         labels[rows], distances[rows] = new.labels, new.distances

@@ -13,7 +13,7 @@ from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
 from ._geometry import Assignment
 from ._inference import empty_output
-from ._lloyd import lloyd
+from ._lloyd import best_restart, lloyd
 from ._spatial_explain import WarpExplanationMixin
 from ._split_merge import split_merge
 from ._validation import make_generators, resolve_image_shape
@@ -391,8 +391,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             rows = torch.randperm(X.shape[0], generator=generator)[:_INIT_ROWS].to(X.device)
             X, sample_weight = X[rows], sample_weight[rows]
         geometry = self._make_geometry(X.shape[1])
-        labels, _, centers, _ = lloyd(X, centers, geometry, sample_weight, max_iter=1, tol=0.0,
-                                      desc="SpatialTransformerKMeans init (warped step)")
+        labels, _, centers, _ = best_restart(lloyd(
+            X, centers[None], geometry, sample_weight, max_iter=1, tol=0.0,
+            desc="SpatialTransformerKMeans init (warped step)"))
         weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
         weight.index_add_(0, labels, sample_weight)
         d = geometry.pairwise(centers, centers)
@@ -422,9 +423,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             print(f"Fitting on a random subset of {self.subsample} of {n_samples} rows")
         _, _, centers, n_iter = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol,
                                                    X.dtype)
-        labels, inertia, centers, _ = lloyd(Xt, centers, geometry, sw, max_iter=1, tol=tol,
-                                            verbose=self.verbose,
-                                            desc=f"{type(self).__name__}.fit (all rows)")
+        labels, inertia, centers, _ = best_restart(lloyd(
+            Xt, centers[None], geometry, sw, max_iter=1, tol=tol, verbose=self.verbose,
+            desc=f"{type(self).__name__}.fit (all rows)"))
         return self._fit_result(Xt, shift, geometry, (labels, inertia, centers, n_iter + 1))
 
     def _refine_fit(self, X, sample_weight, geometry, tol, generator, fit):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ._lloyd import lloyd
+from ._lloyd import best_restart, lloyd
 from ._threads import map_jobs
 
 __all__ = ["split_merge"]
@@ -72,7 +72,8 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
     def two_means(job):
         c, members, share, seeds = job
         Xc, wc = X[members], sample_weight[members]
-        _, inertia, centers, _ = lloyd(Xc, seeds, geometry, wc, max_iter=2, tol=0.0)
+        _, inertia, centers, _ = best_restart(lloyd(Xc, seeds[None], geometry, wc,
+                                                    max_iter=2, tol=0.0))
         before = float((nearest[members].to(torch.float64) * wc.to(torch.float64)).sum())
         return c, share * (before - float(inertia)), centers
 
@@ -146,8 +147,8 @@ def split_merge(X, sample_weight, geometry, fit, *, tol, max_moves, max_iter, ge
             break
         start = centers.clone()
         start[split], start[removed] = halves[split][0], halves[split][1]
-        new_labels, new_inertia, new_centers, extra = lloyd(
-            X, start, geometry, sample_weight, max_iter, tol)
+        new_labels, new_inertia, new_centers, extra = best_restart(lloyd(
+            X, start[None], geometry, sample_weight, max_iter, tol))
         if verbose:
             print(f"  distortion {float(inertia):.6g} -> {float(new_inertia):.6g}: "
                   f"{'kept' if new_inertia < inertia else 'undone'}")

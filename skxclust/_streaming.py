@@ -84,11 +84,8 @@ def mini_batch_step(geometry: Geometry, X: torch.Tensor, centers: torch.Tensor,
                     counts: torch.Tensor, sample_weight: torch.Tensor):
     """Assign the chunk X (n, D), reduce it to the geometry's partial sums and move the
     centroids (K, D) (:func:`running_average`; with the chunk's normal operator when the
-    geometry solves least-squares updates). Returns ``(centers, counts)``."""
+    geometry has one, i.e. solves least-squares updates). Returns ``(centers, counts)``."""
     assignment = geometry.assign(X, centers)
     sums, weight = geometry.partial_sums(X, centers, assignment, sample_weight)
-    normal = None
-    if geometry.least_squares_update:
-        def normal(v):
-            return geometry.normal_sums(v, assignment.labels, assignment.state, sample_weight)
+    normal = geometry.normal_operator(assignment.labels, assignment.state, sample_weight)
     return running_average(geometry, centers, counts, sums, weight, normal)

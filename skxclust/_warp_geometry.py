@@ -15,7 +15,7 @@ import torch
 
 from ._euclidean import EuclideanGeometry
 from ._geometry import Assignment, Geometry
-from ._lloyd import best_restart, lloyd
+from ._lloyd import best_restart, lloyd, scaled_tol
 from ._progress import track
 from ._seeding import kmeans_plusplus_restarts
 from ._threads import Work, map_jobs
@@ -33,15 +33,17 @@ from .nn.warps import make_warp_model, unwarp_images
 __all__ = ["WarpGeometry", "euclidean_kmeans", "ward_merge"]
 
 
-def euclidean_kmeans(X, n_clusters, sample_weight, generator, n_runs=10, max_iter=300):
+def euclidean_kmeans(X, n_clusters, sample_weight, generator, n_runs=10, max_iter=300,
+                     tol=1e-4):
     """Best (lowest inertia) of ``n_runs`` Euclidean k-means runs: (centers, labels).
 
     k-means++ seeding and the project's Lloyd loop on centred data, the runs batched as
     restarts (``generator`` is consumed run after run); cheap next to one warped assignment.
+    ``tol`` is relative, as the estimators' (see :func:`skxclust._lloyd.scaled_tol`).
     """
     mean = (sample_weight @ X) / sample_weight.sum()
     Xc = X - mean
-    tol = 1e-4 * float(Xc.var(dim=0, unbiased=False).mean()) if X.shape[0] > 1 else 0.0
+    tol = scaled_tol(tol, X.shape[0], lambda: Xc.var(dim=0, unbiased=False))
     seeds = kmeans_plusplus_restarts(Xc, n_clusters, sample_weight, [generator] * n_runs)
     labels, _, centers, _ = best_restart(
         lloyd(Xc, seeds, EuclideanGeometry(screen=True), sample_weight, max_iter, tol)
@@ -105,7 +107,6 @@ class WarpGeometry(Geometry):
     """
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
-    least_squares_update = True
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
@@ -330,6 +331,11 @@ class WarpGeometry(Geometry):
         """Adjoint-weighted average ``sums / weight``; pixels without coverage (below 1e-6
         of the centroid's largest) keep their value in ``centers``."""
         return torch.where(covered(weight), sums / weight.clamp_min(1e-300), centers)
+
+    def normal_operator(self, labels, state, sample_weight):
+        """``v -> normal_sums(v, labels, state, sample_weight)``: the update is a
+        least-squares solve (:meth:`solve_from_sums`)."""
+        return lambda v: self.normal_sums(v, labels, state, sample_weight)
 
     def normal_sums(self, centers, labels, params, sample_weight):
         """``sum_{i in k} w_i S_i^T S_i mu_k`` (K, P) for the warps ``params`` (n, ...)."""

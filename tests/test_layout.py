@@ -148,6 +148,33 @@ def test_one_thread_policy_sets_the_threads_in_at_most_four_places():
         assert all(site.startswith("_threads.py:") for site in calls_of(name)), calls_of(name)
 
 
+def tolerance_scalings() -> list[str]:
+    """``module:line`` of every product of a tolerance (``tol`` or ``1e-4``) with a mean."""
+    def is_tol(node):
+        return (getattr(node, "id", getattr(node, "attr", None)) == "tol"
+                or (isinstance(node, ast.Constant) and node.value == 1e-4))
+
+    def takes_a_mean(node):
+        return any(isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "mean"
+                   for n in ast.walk(node))
+
+    found = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
+                    is_tol(a) and takes_a_mean(b)
+                    for a, b in ((node.left, node.right), (node.right, node.left))):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
+
+
+def test_the_tolerance_is_scaled_by_the_data_in_one_place():
+    # issue 21: "tol times the mean column variance" was written three times (once with
+    # 1e-4 hard-coded); every fit now calls skxclust._lloyd.scaled_tol
+    sites = tolerance_scalings()
+    assert len(sites) == 1 and sites[0].startswith("_lloyd.py:"), sites
+
+
 @pytest.mark.parametrize("path", sorted([*PACKAGE.rglob("*.py"),
                                          *(REPO / "benchmarks").glob("*.py"),
                                          *(REPO / "tests").glob("*.py")]),
@@ -199,7 +226,23 @@ def test_both_geometries_implement_the_contract(geometry):
     assert issubclass(geometry, Geometry)
     for method in ("assign", "pairwise", "update", "partial_sums", "centers_from_sums"):
         assert getattr(geometry, method) is not getattr(Geometry, method), method
-    assert WarpGeometry.least_squares_update and not EuclideanGeometry.least_squares_update
+    # the least-squares update is the geometry's own: it has a normal operator
+    labels, sw = torch.zeros(2, dtype=torch.long), torch.ones(2)
+    assert EuclideanGeometry().normal_operator(labels, None, sw) is None
+    assert WarpGeometry.normal_operator is not Geometry.normal_operator
+
+
+def boolean_flags(cls) -> set[str]:
+    """The boolean class attributes of ``cls`` and its bases."""
+    return {name for klass in cls.__mro__ for name, value in vars(klass).items()
+            if isinstance(value, bool)}
+
+
+@pytest.mark.parametrize("geometry", [Geometry, EuclideanGeometry, WarpGeometry])
+def test_the_geometry_contract_has_at_most_one_boolean_flag(geometry):
+    # behaviour is the geometry's methods (update, relocate, restart_runs, ...), not flags
+    # that the fits read to choose a code path
+    assert len(boolean_flags(geometry)) <= 1, boolean_flags(geometry)
 
 
 def test_a_geometry_written_against_the_contract_runs_every_fit():
@@ -208,7 +251,8 @@ def test_a_geometry_written_against_the_contract_runs_every_fit():
     scale = torch.tensor([1.0, 2.0, 0.5, 1.0], dtype=X.dtype)
     geometry = ScaledGeometry(scale)
     init = X[[0, 1, 2]].clone()
-    labels, inertia, centers, _ = lloyd(X, init, geometry, sw, max_iter=20, tol=0.0)
+    labels, inertia, centers, _ = best_restart(lloyd(X, init[None], geometry, sw,
+                                                     max_iter=20, tol=0.0))
     assert float(inertia) == pytest.approx(float(geometry.assign(X, centers).distances.sum()))
     # one mini-batch step on all rows from the converged centroids keeps them
     stepped, counts = mini_batch_step(geometry, X, centers, torch.zeros(3, dtype=torch.float64),

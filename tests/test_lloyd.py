@@ -59,8 +59,8 @@ def test_batched_restarts_match_one_run_at_a_time(digits_t, weighted, batch_size
     geometry = EuclideanGeometry(batch_size)
     labels, inertia, centers, n_iter = lloyd(digits_t, inits, geometry, sw, 100, 1e-6)
     for r in range(inits.shape[0]):
-        lab, ine, cen, it = lloyd(digits_t, inits[r], EuclideanGeometry(batch_size), sw, 100,
-                                  1e-6)
+        lab, ine, cen, it = best_restart(lloyd(digits_t, inits[r][None],
+                                               EuclideanGeometry(batch_size), sw, 100, 1e-6))
         assert torch.equal(labels[r], lab)
         assert int(n_iter[r]) == it
         torch.testing.assert_close(centers[r], cen, rtol=1e-12, atol=1e-12)
@@ -111,10 +111,10 @@ def test_float32_screening_gives_the_float64_labels(digits_t, restarts):
 def test_screened_lloyd_reports_the_exact_inertia(blobs_t):
     sw = torch.ones(blobs_t.shape[0], dtype=blobs_t.dtype)
     init = blobs_t[[0, 70, 130, 190, 250]].clone()
-    plain = lloyd(blobs_t, init, EuclideanGeometry(), sw, 50, 0.0)
+    plain = best_restart(lloyd(blobs_t, init[None], EuclideanGeometry(), sw, 50, 0.0))
     geometry = EuclideanGeometry(screen=True)
     geometry.screen_min_macs = 0
-    screened = lloyd(blobs_t, init, geometry, sw, 50, 0.0)
+    screened = best_restart(lloyd(blobs_t, init[None], geometry, sw, 50, 0.0))
     assert torch.equal(plain[0], screened[0])
     assert screened[1] == pytest.approx(plain[1], rel=1e-13)
 
@@ -145,3 +145,15 @@ def test_partial_sums_of_blocks_add_up_to_the_update(digits_t):
 def test_best_restart_is_the_first_of_restarts_whose_inertia_ties_with_the_lowest(
         inertia, expected):
     assert best_index(torch.tensor(inertia, dtype=torch.float64)) == expected
+
+
+def test_lloyd_takes_and_returns_the_restart_axis(blobs_t):
+    # one return type: a single run is a restart axis of length 1
+    sw = torch.ones(blobs_t.shape[0], dtype=blobs_t.dtype)
+    init = blobs_t[[0, 70, 130]].clone()
+    labels, inertia, centers, n_iter = lloyd(blobs_t, init[None], EuclideanGeometry(), sw,
+                                             50, 0.0)
+    assert labels.shape == (1, blobs_t.shape[0]) and inertia.shape == (1,)
+    assert centers.shape == (1, 3, blobs_t.shape[1]) and n_iter.shape == (1,)
+    with pytest.raises(ValueError, match=r"\(R, K, D\)"):
+        lloyd(blobs_t, init, EuclideanGeometry(), sw, 50, 0.0)

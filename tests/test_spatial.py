@@ -136,7 +136,7 @@ def test_distortion_settles_over_lloyd_iterations(shapes):
     Xt = torch.as_tensor(X)
     sw = torch.ones(X.shape[0], dtype=Xt.dtype)
     history = []
-    lloyd(Xt, Xt[[0, 1, 12]].clone(), geometry, sw, max_iter=8, tol=0.0, history=history)
+    lloyd(Xt, Xt[[0, 1, 12]][None].clone(), geometry, sw, max_iter=8, tol=0.0, history=history)
     inertia = [h["inertia"] for h in history]
     assert len(inertia) >= 2
     assert all(b <= a * 1.01 for a, b in zip(inertia, inertia[1:]))
