@@ -145,15 +145,16 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
     def _fit_plan(self, n_features: int) -> FitPlan:
         """The plan of a fit on rows of ``n_features`` columns (see
         :class:`~skxclust._plan.FitPlan`); the default fits in the inference geometry
-        and embedding and keeps no statistics."""
+        and embedding and keeps no statistics.
+
+        Raises ValueError (or TypeError) where the data shape or a parameter does not
+        suit the estimator (e.g. ``image_shape``): building the plan checks the input.
+        """
         return FitPlan(self._make_geometry(n_features), self._embed)
 
     def _sparse_refusal(self) -> str | None:
         """Why sparse input is refused (None: scipy sparse matrices are accepted)."""
         return "it works on dense images and signals"
-
-    def _check_input_geometry(self, n_features: int) -> None:
-        """Raise if the data shape does not suit the estimator (e.g. image_shape)."""
 
     def _embed(self, X: torch.Tensor) -> torch.Tensor:
         """Map validated input rows to the space that is clustered (identity here)."""
@@ -221,10 +222,12 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
     def _validated_fit_input(self, X, sample_weight, *, reset: bool = True,
                              context: str = "") -> tuple:
         """Validate the rows (``reset``: a first fit, which also checks the number of
-        samples and the data shape against the parameters) and the sample weights.
+        samples), plan the fit (which checks the data shape against the parameters) and
+        validate the sample weights.
 
-        X is a numpy-compatible array or a dask array; returns ``(X, sample_weight)``,
-        the weights a numpy array in X's float dtype.
+        X is a numpy-compatible array or a dask array; returns ``(X, sample_weight,
+        plan)``, the weights a numpy array in X's float dtype, ``plan`` the
+        :class:`~skxclust._plan.FitPlan` of :meth:`_fit_plan`.
         """
         if is_dask_array(X):
             if sp.issparse(getattr(X, "_meta", None)):
@@ -241,8 +244,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             dtype = X.dtype
         if reset:
             check_n_samples(X.shape[0], self.n_clusters, context)
-            self._check_input_geometry(X.shape[1])
-        return X, check_sample_weight(sample_weight, X.shape[0], dtype)
+        plan = self._fit_plan(X.shape[1])
+        return X, check_sample_weight(sample_weight, X.shape[0], dtype), plan
 
     def _seeding(self, plan: FitPlan, n_features: int, dtype,
                  n_init: int | None = None) -> Seeding:
@@ -301,8 +304,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             Fitted estimator.
         """
         with restore_on_error(self):
-            X, sw_np = self._validated_fit_input(X, sample_weight)
-            plan = self._fit_plan(X.shape[1])
+            X, sw_np, plan = self._validated_fit_input(X, sample_weight)
             if is_dask_array(X):
                 result = self._fit_dask(X, sw_np, plan)
             else:
@@ -413,13 +415,12 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                     self.partial_fit(block, sample_weight=weights)
                 return self
             first = not hasattr(self, "cluster_centers_")
-            X, sw_np = self._validated_fit_input(
+            X, sw_np, plan = self._validated_fit_input(
                 X, sample_weight, reset=first,
                 context=" in the first call of partial_fit (it seeds the centroids)")
             if not first:  # later chunks take the dtype of the first
                 X = X.astype(self.cluster_centers_.dtype, copy=False)
                 sw_np = sw_np.astype(self.cluster_centers_.dtype, copy=False)
-            plan = self._fit_plan(X.shape[1])
             result, counts = self._partial_fit_chunk(X, sw_np, first, plan)
             self._finish_fit(result, plan, counts=counts,
                              n_steps=getattr(self, "n_steps_", 0) + 1)

@@ -210,10 +210,6 @@ class ExplainableKMeans(BaseTorchKMeans):
         tags.input_tags.sparse = self.feature_extractor is None
         return tags
 
-    def _check_input_geometry(self, n_features: int) -> None:
-        if self.feature_extractor is not None:
-            supported_layers(self.feature_extractor)
-
     def _extractor(self, device: torch.device) -> tuple[torch.nn.Module, torch.dtype]:
         """A frozen evaluation-mode copy of the feature extractor on ``device``."""
         module = copy.deepcopy(self.feature_extractor).to(device).eval().requires_grad_(False)
@@ -241,7 +237,9 @@ class ExplainableKMeans(BaseTorchKMeans):
 
     def _fit_plan(self, n_features: int) -> FitPlan:
         """Lloyd with candidate screening; for beta="auto", the sums of the assigned
-        evidence that ``beta_`` is fitted from."""
+        evidence that ``beta_`` is fitted from. Checks the feature extractor's layers."""
+        if self.feature_extractor is not None:
+            supported_layers(self.feature_extractor)
         return FitPlan(
             self._make_geometry(n_features), self._embed,
             fit_geometry=EuclideanGeometry(self.batch_size, screen=True),

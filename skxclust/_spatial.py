@@ -350,10 +350,6 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         self.beta = beta
 
     # -- hooks of BaseTorchKMeans ------------------------------------------------------
-    def _check_input_geometry(self, n_features: int) -> None:
-        resolve_image_shape(self.image_shape, n_features)
-        grid_size_from_landmarks(self.n_landmarks)
-
     def _make_geometry(self, n_features: int) -> WarpGeometry:
         return WarpGeometry(
             resolve_image_shape(self.image_shape, n_features),
@@ -371,10 +367,12 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         """The ST fit: warped Lloyd (on a ``subsample`` of the rows first) seeded by
         :meth:`_seed_restarts` (one restart for n_init="auto" unless init="random"), then
         the split-merge moves; it keeps the statistics of ``beta_``, ``noise_variance_``
-        and ``image_shape_``."""
+        and ``image_shape_``. Checks ``image_shape`` and ``n_landmarks``."""
+        geometry = self._make_geometry(n_features)  # resolves image_shape
+        grid_size_from_landmarks(self.n_landmarks)
         moves = self.split_merge_moves > 0 and self.n_steps > 0
         return FitPlan(
-            self._make_geometry(n_features), self._embed, seeder=self._seed_restarts,
+            geometry, self._embed, seeder=self._seed_restarts,
             auto_n_init=10 if (isinstance(self.init, str) and self.init == "random") else 1,
             refine=self._split_merge if moves else None, subsample=self.subsample,
             statistics=warp_statistics(self.image_shape, self.beta, n_features))
