@@ -35,6 +35,7 @@ from ._dask_fit import fit_blockwise
 from ._geometry import Geometry
 from ._inference import KMeansInferenceMixin
 from ._lloyd import FitResult, best_restart, lloyd, scaled_tol
+from ._plan import FitPlan
 from ._seeding import Seeding, kmeans_plusplus_restarts
 from ._streaming import cluster_counts, mini_batch_step
 from ._threads import pass_threads
@@ -58,7 +59,7 @@ __all__ = ["BaseTorchKMeans", "fitted_beta", "into_fit_frame", "restore_on_error
 def fitted_beta(beta, stats: dict) -> float:
     """``beta_`` of an explaining estimator: ``beta`` itself, or for "auto" ``1 / mean f``
     of the assigned evidence, from the sums ``stats["evidence"]`` and ``stats["count"]``
-    of ``_fit_statistics`` (f is +inf with one cluster, so ``beta_`` is then 0)."""
+    of the plan's statistics (f is +inf with one cluster, so ``beta_`` is then 0)."""
     if beta != "auto":
         return float(beta)
     return auto_beta(torch.tensor([stats["evidence"] / stats["count"]], dtype=torch.float64))
@@ -111,7 +112,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                       ClusterMixin, BaseEstimator):
     """Common parameters, ``fit`` and inference of the torch k-means estimators.
 
-    Subclasses provide ``_make_geometry(n_features)`` and override the hooks below.
+    Subclasses provide ``_make_geometry(n_features)`` and state their fit in one
+    :class:`~skxclust._plan.FitPlan`, built by ``_fit_plan(n_features)``.
     ``get_feature_names_out`` gives scikit-learn's names for the ``transform`` columns
     (lower-cased class name and cluster index, e.g. ``explainablekmeans0``), so that
     ``set_output(transform="pandas" | "polars")``, ``Pipeline``, ``ColumnTransformer``
@@ -140,48 +142,35 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         """The geometry of inference, ``partial_fit`` and the dask fit."""
         raise NotImplementedError
 
-    def _make_fit_geometry(self, n_features: int) -> Geometry:
-        """The geometry :meth:`fit` runs Lloyd with (default: the inference geometry)."""
-        return self._make_geometry(n_features)
+    def _fit_plan(self, n_features: int) -> FitPlan:
+        """The plan of a fit on rows of ``n_features`` columns (see
+        :class:`~skxclust._plan.FitPlan`); the default fits in the inference geometry
+        and embedding and keeps no statistics.
+
+        Raises ValueError (or TypeError) where the data shape or a parameter does not
+        suit the estimator (e.g. ``image_shape``): building the plan checks the input.
+        """
+        return FitPlan(self._make_geometry(n_features), self._embed)
 
     def _sparse_refusal(self) -> str | None:
         """Why sparse input is refused (None: scipy sparse matrices are accepted)."""
         return "it works on dense images and signals"
 
-    def _check_input_geometry(self, n_features: int) -> None:
-        """Raise if the data shape does not suit the estimator (e.g. image_shape)."""
-
     def _embed(self, X: torch.Tensor) -> torch.Tensor:
         """Map validated input rows to the space that is clustered (identity here)."""
         return X
 
-    def _statistics_rows(self, n_samples: int) -> np.ndarray | None:
-        """Training rows :meth:`_fit_statistics` reads after a fit (None: all rows)."""
-        return None
+    def _resolved_n_init(self, plan: FitPlan) -> int:
+        """``n_init``, "auto" resolved by the plan (default: scikit-learn's rule)."""
+        if self.n_init != "auto":
+            return int(self.n_init)
+        if plan.auto_n_init is not None:
+            return plan.auto_n_init
+        return 1 if (isinstance(self.init, str) and self.init == "k-means++") else 10
 
-    def _fit_statistics(self, X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor,
-                        geometry: Geometry) -> dict:
-        """Sums over the rows of X (in the fit's frame, with their labels) that
-        :meth:`_set_fit_statistics` needs; they add up over row blocks (the dask fit
-        reduces them), so use sums and counts, not means."""
-        return {}
-
-    def _set_fit_statistics(self, stats: dict, n_features: int) -> None:
-        """Set the extra fitted attributes (``beta_``, ...) from the summed statistics."""
-
-    def _refine_fit(self, X, sample_weight, geometry, tol, generator, fit):
-        """Improve the kept restart ``fit = (labels, inertia, centers, n_iter)`` of an
-        in-memory fit; the default keeps it as it is."""
-        return fit
-
-    def _resolved_n_init(self) -> int:
-        if self.n_init == "auto":
-            return 1 if (isinstance(self.init, str) and self.init == "k-means++") else 10
-        return int(self.n_init)
-
-    def _checked_n_init(self, init_array) -> int:
+    def _checked_n_init(self, init_array, plan: FitPlan) -> int:
         """Restarts to run: 1 with an explicit init array (warning if n_init was set)."""
-        n_init = self._resolved_n_init()
+        n_init = self._resolved_n_init(plan)
         if init_array is not None and n_init != 1:
             if self.n_init != "auto":
                 warn_user(
@@ -206,7 +195,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         return check_init_array(self.init, self.n_clusters, n_features, dtype)
 
     def _init_centroids(self, X, sample_weight, generators, init_array, shift):
-        """Initial centroids of every restart, shape (len(generators), K, D)."""
+        """Initial centroids of every restart, shape (len(generators), K, D): the seeder of
+        a plan that names none."""
         if init_array is not None:
             return (torch.as_tensor(init_array, dtype=X.dtype, device=X.device) - shift)[None]
         if self.init == "k-means++":
@@ -232,10 +222,12 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
     def _validated_fit_input(self, X, sample_weight, *, reset: bool = True,
                              context: str = "") -> tuple:
         """Validate the rows (``reset``: a first fit, which also checks the number of
-        samples and the data shape against the parameters) and the sample weights.
+        samples), plan the fit (which checks the data shape against the parameters) and
+        validate the sample weights.
 
-        X is a numpy-compatible array or a dask array; returns ``(X, sample_weight)``,
-        the weights a numpy array in X's float dtype.
+        X is a numpy-compatible array or a dask array; returns ``(X, sample_weight,
+        plan)``, the weights a numpy array in X's float dtype, ``plan`` the
+        :class:`~skxclust._plan.FitPlan` of :meth:`_fit_plan`.
         """
         if is_dask_array(X):
             if sp.issparse(getattr(X, "_meta", None)):
@@ -252,41 +244,44 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             dtype = X.dtype
         if reset:
             check_n_samples(X.shape[0], self.n_clusters, context)
-            self._check_input_geometry(X.shape[1])
-        return X, check_sample_weight(sample_weight, X.shape[0], dtype)
+        plan = self._fit_plan(X.shape[1])
+        return X, check_sample_weight(sample_weight, X.shape[0], dtype), plan
 
-    def _seeding(self, n_features: int, dtype, n_init: int | None = None) -> Seeding:
+    def _seeding(self, plan: FitPlan, n_features: int, dtype,
+                 n_init: int | None = None) -> Seeding:
         """How this fit seeds: the validated ``init`` array (for ``n_features`` columns of
-        the clustered space) or the seeding method, with one generator per restart
+        the clustered space) or the plan's seeder, with one generator per restart
         (``n_init`` restarts, default: the resolved ``n_init``)."""
         init_array = self._validate_init_array(n_features, dtype)
         if n_init is None:
-            n_init = self._checked_n_init(init_array)
-        return Seeding(self._init_centroids, init_array,
-                       make_generators(self.random_state, n_init))
+            n_init = self._checked_n_init(init_array, plan)
+        seeder = self._init_centroids if plan.seeder is None else plan.seeder
+        return Seeding(seeder, init_array, make_generators(self.random_state, n_init))
 
-    def _finish_fit(self, result: FitResult, n_features: int, *, counts: np.ndarray,
+    def _finish_fit(self, result: FitResult, plan: FitPlan, *, counts: np.ndarray,
                     n_steps: int) -> None:
-        """Write the fitted attributes of ``result`` (centroids in the input frame) and
-        the streaming state: ``counts`` (weight absorbed per cluster or per pixel) and
-        ``n_steps_``."""
+        """Write the fitted attributes of ``result`` (centroids in the input frame; the
+        plan's fitted attributes of its statistics) and the streaming state:
+        ``counts`` (weight absorbed per cluster or per pixel) and ``n_steps_``."""
         if result.n_iter is not None:
             self._warn_distinct(int(np.unique(result.labels).size))
             self.n_iter_ = int(result.n_iter)
         self.cluster_centers_ = result.centers
         self.labels_ = result.labels
         self.inertia_ = float(result.inertia)
-        self._set_fit_statistics(result.stats, n_features)
+        for name, value in plan.statistics.attributes(result.stats).items():
+            setattr(self, name, value)
         self._counts = counts
         self.n_steps_ = n_steps
 
-    def _statistics_of(self, X, labels, centers, geometry) -> dict:
-        """:meth:`_fit_statistics` on the rows :meth:`_statistics_rows` names."""
-        rows = self._statistics_rows(X.shape[0])
+    @staticmethod
+    def _statistics_of(plan: FitPlan, X, labels, centers, geometry) -> dict:
+        """The sums of the plan's statistics on the rows they name."""
+        rows = plan.statistics.rows(X.shape[0])
         if rows is not None:
             index = torch.from_numpy(rows).to(X.device)
             X, labels = X[index], labels[index]
-        return self._fit_statistics(X, labels, centers, geometry)
+        return plan.statistics.sums(X, labels, centers, geometry)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -308,19 +303,20 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         self : object
             Fitted estimator.
         """
+        raw = X  # for the predict pass below: with its feature names, if any
         with restore_on_error(self):
-            X, sw_np = self._validated_fit_input(X, sample_weight)
+            X, sw_np, plan = self._validated_fit_input(X, sample_weight)
             if is_dask_array(X):
-                result = self._fit_dask(X, sw_np)
+                result = self._fit_dask(X, sw_np, plan)
             else:
-                result = self._fit_in_memory(X, sw_np)
-            self._finish_fit(result, X.shape[1], n_steps=0, counts=cluster_counts(
+                result = self._fit_in_memory(X, sw_np, plan)
+            self._finish_fit(result, plan, n_steps=0, counts=cluster_counts(
                 result.labels, sw_np, self.n_clusters))
             if not is_dask_array(X) and not sp.issparse(X):
-                self._labels_as_predicted(X, sw_np)
+                self._labels_as_predicted(raw, X.shape[1], sw_np)
         return self
 
-    def _labels_as_predicted(self, X, sw_np) -> None:
+    def _labels_as_predicted(self, X, n_features: int, sw_np) -> None:
         """Make ``labels_`` what ``predict(X)`` returns after a fit in a shifted frame.
 
         A translation-invariant fit assigns the rows in the frame of the data's mean;
@@ -330,59 +326,79 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         a spread of 0.1: distances 0.036394 and 0.036388 to two centroids); such rows take
         the label ``predict`` gives them, and the cluster weights follow.
         """
-        if not self._make_geometry(X.shape[1]).translation_invariant:
+        if not self._make_geometry(n_features).translation_invariant:
             return
         labels = np.asarray(self.predict(X)).astype(self.labels_.dtype, copy=False)
         if not np.array_equal(labels, self.labels_):
             self.labels_ = labels
             self._counts = cluster_counts(labels, sw_np, self.n_clusters)
 
-    def _fit_in_memory(self, X, sw_np) -> FitResult:
-        """Lloyd on the validated rows: restarts, then :meth:`_refine_fit`."""
-        Xt, sw, shift, geometry, tol = self._fit_frame(X, sw_np)
-        fit = self._fit_restarts(Xt, sw, shift, geometry, tol, X.dtype)
-        return self._fit_result(Xt, shift, geometry, fit)
+    def _fit_in_memory(self, X, sw_np, plan: FitPlan) -> FitResult:
+        """Lloyd on the validated rows: restarts, then the plan's refiner. Above the plan's
+        ``subsample`` rows, the restarts run on a random subset of the rows, then one Lloyd
+        iteration runs over every row."""
+        Xt, sw, shift, geometry, tol = self._fit_frame(X, sw_np, plan)
+        n_samples = X.shape[0]
+        if plan.subsample is None or n_samples <= plan.subsample:
+            fit = self._fit_restarts(Xt, sw, shift, geometry, tol, X.dtype, plan)
+            return self._fit_result(Xt, shift, geometry, fit, plan)
+        generator = make_generators(self.random_state, 2)[1]  # [0] seeds the first restart
+        rows = torch.randperm(n_samples, generator=generator)[:plan.subsample].sort().values
+        rows = rows.to(Xt.device)
+        if self.verbose:
+            print(f"Fitting on a random subset of {plan.subsample} of {n_samples} rows")
+        _, _, centers, n_iter = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol,
+                                                   X.dtype, plan)
+        labels, inertia, centers, _ = best_restart(lloyd(
+            Xt, centers[None], geometry, sw, max_iter=1, tol=tol, verbose=self.verbose,
+            desc=f"{type(self).__name__}.fit (all rows)"))
+        return self._fit_result(Xt, shift, geometry, (labels, inertia, centers, n_iter + 1),
+                                plan)
 
-    def _fit_frame(self, X, sw_np):
+    def _fit_frame(self, X, sw_np, plan: FitPlan):
         """The validated rows as tensors in the fit's frame: ``(Xt, sample_weight, shift,
         geometry, tol)``, ``tol`` scaled by the mean feature variance."""
         device = resolve_device(self.device)
         sw = torch.from_numpy(sw_np).to(device)
-        Xt = self._embed(to_tensor(X, device))
-        geometry = self._make_fit_geometry(X.shape[1])
+        Xt = plan.embed(to_tensor(X, device))
+        geometry = plan.lloyd_geometry
         Xt, shift = into_fit_frame(Xt, sw, geometry)
         tol = scaled_tol(self.tol, X.shape[0], lambda: column_variance(Xt))
         return Xt, sw, shift, geometry, tol
 
-    def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype) -> tuple:
+    def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype, plan: FitPlan) -> tuple:
         """Seed every restart, run Lloyd, keep the best and refine it: ``(labels,
         inertia, centers, n_iter)`` of the rows ``Xt`` (in the fit's frame)."""
-        seeding = self._seeding(Xt.shape[1], dtype)
+        seeding = self._seeding(plan, Xt.shape[1], dtype)
         centers = seeding(Xt, sw, shift)
         if self.verbose:
             print(f"Initialization complete: {len(seeding.generators)} restart(s)")
-        return self._refine_fit(
-            Xt, sw, geometry, tol, seeding.generators[0], best_restart(
-                lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
-                      desc=f"{type(self).__name__}.fit")))
+        fit = best_restart(lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
+                                 desc=f"{type(self).__name__}.fit"))
+        if plan.refine is None:
+            return fit
+        return plan.refine(Xt, sw, geometry, tol, seeding.generators[0], fit)
 
-    def _fit_result(self, Xt, shift, geometry, fit) -> FitResult:
+    def _fit_result(self, Xt, shift, geometry, fit, plan: FitPlan) -> FitResult:
         """The :class:`FitResult` of ``fit = (labels, inertia, centers, n_iter)`` on the
-        rows ``Xt``, with the statistics of :meth:`_fit_statistics`."""
+        rows ``Xt``, with the plan's statistics."""
         labels, inertia, centers, n_iter = fit
-        stats = self._statistics_of(Xt, labels, centers, geometry)
+        stats = self._statistics_of(plan, Xt, labels, centers, geometry)
         return FitResult((centers + shift).cpu().numpy(), labels.cpu().numpy(), inertia,
                          n_iter, stats)
 
-    def _fit_dask(self, X, sw_np) -> FitResult:
-        """Blockwise Lloyd passes over the validated dask X (:mod:`skxclust._dask_fit`)."""
+    def _fit_dask(self, X, sw_np, plan: FitPlan) -> FitResult:
+        """Blockwise Lloyd passes over the validated dask X (:mod:`skxclust._dask_fit`):
+        seeded with ``plan`` on the client; the workers get the plan of an unfitted clone."""
         recipe = clone(self)  # what the workers need, without this fit's attributes
         n_features = X.shape[1]
+        shipped = recipe._fit_plan(n_features)
         return fit_blockwise(
-            X, sw_np, n_clusters=self.n_clusters, embed=recipe._embed,
+            X, sw_np, n_clusters=self.n_clusters, embed=shipped.embed,
             make_geometry=functools.partial(recipe._make_geometry, n_features),
-            seeding=self._seeding, statistics=recipe._fit_statistics,
-            statistics_rows=self._statistics_rows(X.shape[0]),
+            seeding=functools.partial(self._seeding, plan),
+            statistics=shipped.statistics.sums,
+            statistics_rows=shipped.statistics.rows(X.shape[0]),
             device=self.device, max_iter=self.max_iter,
             tol=self.tol, verbose=self.verbose)
 
@@ -419,26 +435,27 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                     self.partial_fit(block, sample_weight=weights)
                 return self
             first = not hasattr(self, "cluster_centers_")
-            X, sw_np = self._validated_fit_input(
+            X, sw_np, plan = self._validated_fit_input(
                 X, sample_weight, reset=first,
                 context=" in the first call of partial_fit (it seeds the centroids)")
             if not first:  # later chunks take the dtype of the first
                 X = X.astype(self.cluster_centers_.dtype, copy=False)
                 sw_np = sw_np.astype(self.cluster_centers_.dtype, copy=False)
-            result, counts = self._partial_fit_chunk(X, sw_np, first)
-            self._finish_fit(result, X.shape[1], counts=counts,
+            result, counts = self._partial_fit_chunk(X, sw_np, first, plan)
+            self._finish_fit(result, plan, counts=counts,
                              n_steps=getattr(self, "n_steps_", 0) + 1)
         return self
 
-    def _partial_fit_chunk(self, X, sw_np, first: bool) -> tuple[FitResult, np.ndarray]:
+    def _partial_fit_chunk(self, X, sw_np, first: bool,
+                           plan: FitPlan) -> tuple[FitResult, np.ndarray]:
         """One mini-batch step on the validated chunk; (result on the chunk, counts)."""
         device = resolve_device(self.device)
         sw = torch.from_numpy(sw_np).to(device)
-        Xt = self._embed(to_tensor(X, device))
-        geometry = self._make_geometry(X.shape[1])
+        Xt = plan.embed(to_tensor(X, device))
+        geometry = plan.geometry
         if first:  # seed on the chunk, in the frame of its weighted mean
             Xt, shift = into_fit_frame(Xt, sw, geometry)
-            centers = self._seeding(Xt.shape[1], X.dtype, n_init=1)(Xt, sw, shift)[0]
+            centers = self._seeding(plan, Xt.shape[1], X.dtype, n_init=1)(Xt, sw, shift)[0]
             counts = torch.zeros(self.n_clusters, dtype=torch.float64, device=device)
         else:  # continue from the centroids, in the frame of their mean
             centers = torch.as_tensor(np.array(self.cluster_centers_), device=device)
@@ -451,7 +468,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         with pass_threads(geometry.pass_work(Xt, centers)):
             centers, counts = mini_batch_step(geometry, Xt, centers, counts, sw)
             after = geometry.assign(Xt, centers)
-            stats = self._fit_statistics(Xt, after.labels, centers, geometry)
+            stats = plan.statistics.sums(Xt, after.labels, centers, geometry)
         inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
         result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),
                            inertia, None, stats)

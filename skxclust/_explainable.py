@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from numbers import Real
 
 import numpy as np
@@ -14,6 +15,7 @@ from ._base import BaseTorchKMeans, fitted_beta
 from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
 from ._inference import empty_output, frame_like_transform, inference_threads
+from ._plan import FitPlan, FitStatistics, no_sums
 from ._threads import EXPLAIN_BLOCK_VALUES, block_rows
 from ._validation import (
     check_beta,
@@ -34,6 +36,16 @@ from .nn.propagation import lrp_backward, supported_layers
 from .nn.sparse import to_dense
 
 __all__ = ["ExplainableKMeans"]
+
+
+def evidence_sums(X, labels, centers, geometry) -> dict:
+    """Sum and count of the assigned evidence f_c(x) of the rows X (for beta="auto")."""
+    f = cluster_evidence(geometry.pairwise(X, centers)).gather(1, labels[:, None])
+    return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
+
+
+def _beta_attribute(beta, stats: dict) -> dict:
+    return {"beta_": fitted_beta(beta, stats)}
 
 
 class ExplainableKMeans(BaseTorchKMeans):
@@ -198,10 +210,6 @@ class ExplainableKMeans(BaseTorchKMeans):
         tags.input_tags.sparse = self.feature_extractor is None
         return tags
 
-    def _check_input_geometry(self, n_features: int) -> None:
-        if self.feature_extractor is not None:
-            supported_layers(self.feature_extractor)
-
     def _extractor(self, device: torch.device) -> tuple[torch.nn.Module, torch.dtype]:
         """A frozen evaluation-mode copy of the feature extractor on ``device``."""
         module = copy.deepcopy(self.feature_extractor).to(device).eval().requires_grad_(False)
@@ -227,18 +235,17 @@ class ExplainableKMeans(BaseTorchKMeans):
     def _make_geometry(self, n_features: int) -> EuclideanGeometry:
         return EuclideanGeometry(self.batch_size)
 
-    def _make_fit_geometry(self, n_features: int) -> EuclideanGeometry:
-        return EuclideanGeometry(self.batch_size, screen=True)
-
-    def _fit_statistics(self, X, labels, centers, geometry) -> dict:
-        """Sum and count of the assigned evidence f_c(x) (for beta="auto")."""
-        if self.beta != "auto":
-            return {}
-        f = cluster_evidence(geometry.pairwise(X, centers)).gather(1, labels[:, None])
-        return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
-
-    def _set_fit_statistics(self, stats: dict, n_features: int) -> None:
-        self.beta_ = fitted_beta(self.beta, stats)
+    def _fit_plan(self, n_features: int) -> FitPlan:
+        """Lloyd with candidate screening; for beta="auto", the sums of the assigned
+        evidence that ``beta_`` is fitted from. Checks the feature extractor's layers."""
+        if self.feature_extractor is not None:
+            supported_layers(self.feature_extractor)
+        return FitPlan(
+            self._make_geometry(n_features), self._embed,
+            fit_geometry=EuclideanGeometry(self.batch_size, screen=True),
+            statistics=FitStatistics(
+                sums=evidence_sums if self.beta == "auto" else no_sums,
+                attributes=functools.partial(_beta_attribute, self.beta)))
 
     @blockwise("clusters")
     def decision_function(self, X):

@@ -29,8 +29,8 @@ __all__ = ["FitResult", "best_index", "best_restart", "lloyd", "lloyd_iterations
 class FitResult(NamedTuple):
     """What a fit hands to the estimator's finish step (host values).
 
-    ``n_iter`` is None for a ``partial_fit`` step; ``stats`` are the summed
-    ``_fit_statistics`` of the estimator.
+    ``n_iter`` is None for a ``partial_fit`` step; ``stats`` are the summed ``sums`` of
+    the fit plan's :class:`~skxclust._plan.FitStatistics`.
     """
 
     centers: np.ndarray  # (K, D) in the input frame

@@ -14,9 +14,10 @@ from ._euclidean import EuclideanGeometry
 from ._geometry import Assignment
 from ._inference import empty_output
 from ._lloyd import best_restart, lloyd
-from ._spatial_explain import WarpExplanationMixin
+from ._plan import FitPlan
+from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import split_merge
-from ._validation import make_generators, resolve_image_shape
+from ._validation import resolve_image_shape
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, ward_merge
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS
@@ -349,10 +350,6 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         self.beta = beta
 
     # -- hooks of BaseTorchKMeans ------------------------------------------------------
-    def _check_input_geometry(self, n_features: int) -> None:
-        resolve_image_shape(self.image_shape, n_features)
-        grid_size_from_landmarks(self.n_landmarks)
-
     def _make_geometry(self, n_features: int) -> WarpGeometry:
         return WarpGeometry(
             resolve_image_shape(self.image_shape, n_features),
@@ -366,14 +363,25 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
         )
 
-    def _resolved_n_init(self) -> int:
-        if self.n_init == "auto":
-            return 10 if (isinstance(self.init, str) and self.init == "random") else 1
-        return int(self.n_init)
+    def _fit_plan(self, n_features: int) -> FitPlan:
+        """The ST fit: warped Lloyd (on a ``subsample`` of the rows first) seeded by
+        :meth:`_seed_restarts` (one restart for n_init="auto" unless init="random"), then
+        the split-merge moves; it keeps the statistics of ``beta_``, ``noise_variance_``
+        and ``image_shape_``. Checks ``image_shape`` and ``n_landmarks``."""
+        geometry = self._make_geometry(n_features)  # resolves image_shape
+        grid_size_from_landmarks(self.n_landmarks)
+        moves = self.split_merge_moves > 0 and self.n_steps > 0
+        return FitPlan(
+            geometry, self._embed, seeder=self._seed_restarts,
+            auto_n_init=10 if (isinstance(self.init, str) and self.init == "random") else 1,
+            refine=self._split_merge if moves else None, subsample=self.subsample,
+            statistics=warp_statistics(self.image_shape, self.beta, n_features))
 
-    def _init_centroids(self, X, sample_weight, generators, init_array, shift):
+    def _seed_restarts(self, X, sample_weight, generators, init_array, shift):
+        """Initial centroids (R, K, D): "k-means" / "k-means+merge" (see
+        :meth:`_kmeans_merge_init`), else those of :class:`BaseTorchKMeans`."""
         if init_array is not None or self.init not in ("k-means", "k-means+merge"):
-            return super()._init_centroids(X, sample_weight, generators, init_array, shift)
+            return self._init_centroids(X, sample_weight, generators, init_array, shift)
         return torch.stack([self._kmeans_merge_init(X, sample_weight, g) for g in generators])
 
     def _kmeans_merge_init(self, X, sample_weight, generator):
@@ -409,29 +417,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         )
         return merged
 
-    def _fit_in_memory(self, X, sw_np):
-        """The in-memory fit; above ``subsample`` rows, fitted on a random subset first,
-        then one Lloyd iteration over every row (see ``subsample``)."""
-        n_samples = X.shape[0]
-        if self.subsample is None or n_samples <= self.subsample:
-            return super()._fit_in_memory(X, sw_np)
-        Xt, sw, shift, geometry, tol = self._fit_frame(X, sw_np)
-        generator = make_generators(self.random_state, 2)[1]  # [0] seeds the first restart
-        rows = torch.randperm(n_samples, generator=generator)[:self.subsample].sort().values
-        rows = rows.to(Xt.device)
-        if self.verbose:
-            print(f"Fitting on a random subset of {self.subsample} of {n_samples} rows")
-        _, _, centers, n_iter = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol,
-                                                   X.dtype)
-        labels, inertia, centers, _ = best_restart(lloyd(
-            Xt, centers[None], geometry, sw, max_iter=1, tol=tol, verbose=self.verbose,
-            desc=f"{type(self).__name__}.fit (all rows)"))
-        return self._fit_result(Xt, shift, geometry, (labels, inertia, centers, n_iter + 1))
-
-    def _refine_fit(self, X, sample_weight, geometry, tol, generator, fit):
+    def _split_merge(self, X, sample_weight, geometry, tol, generator, fit):
         """Split–merge moves after the Lloyd iterations (see ``split_merge_moves``)."""
-        if self.split_merge_moves == 0 or self.n_steps == 0:
-            return fit
         return split_merge(
             X, sample_weight, geometry, fit, tol=tol, max_moves=self.split_merge_moves,
             max_iter=self.max_iter, generator=generator,

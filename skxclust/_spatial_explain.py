@@ -23,6 +23,7 @@ whose warped position falls outside the centroid image (they have no source).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ import torch
 from ._base import fitted_beta
 from ._dask import blockwise
 from ._inference import empty_output
+from ._plan import FitStatistics
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
@@ -42,19 +44,52 @@ from .nn.lrp import neon_relevance
 from .nn.neuralized import cluster_evidence
 from .nn.warps import warp_adjoint, warp_images
 
-__all__ = ["WarpExplanationMixin"]
+__all__ = ["WarpExplanationMixin", "warp_attributes", "warp_statistics", "warp_statistics_rows",
+           "warp_sums"]
 
 _BETA_SAMPLE = 512  # training rows used to resolve beta="auto"
 
 
+def warp_statistics_rows(n_samples: int) -> np.ndarray:
+    """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,
+    evenly spaced (each needs a full alignment pass)."""
+    return np.unique(np.linspace(0, n_samples - 1, _BETA_SAMPLE).astype(np.int64))
+
+
+def warp_sums(X, labels, centers, geometry) -> dict:
+    """Sums over the rows of their assigned evidence ``f_c(x)`` and their nearest warped
+    energy, from the same warp fits as ``predict``."""
+    losses = geometry.pairwise(X, centers)
+    nearest = losses.min(dim=1).values.to(torch.float64)
+    evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
+    return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()),
+            "count": int(losses.shape[0])}
+
+
+def warp_statistics(image_shape, beta, n_features: int) -> FitStatistics:
+    """The statistics of a warping k-means: :func:`warp_sums` on the rows of
+    :func:`warp_statistics_rows`, giving :func:`warp_attributes`."""
+    return FitStatistics(warp_sums, warp_statistics_rows,
+                         functools.partial(warp_attributes, image_shape, beta, n_features))
+
+
+def warp_attributes(image_shape, beta, n_features: int, stats: dict) -> dict:
+    """``image_shape_``, ``beta_`` (``1 / mean f_c(x)`` for "auto") and
+    ``noise_variance_`` (the mean nearest energy per pixel) from :func:`warp_sums`."""
+    return {"image_shape_": resolve_image_shape(image_shape, n_features),
+            "beta_": fitted_beta(beta, stats),
+            "noise_variance_": max(stats["energy"] / stats["count"] / n_features, 1e-300)}
+
+
 class WarpExplanationMixin:
-    """``decision_function``, ``explain`` and the fitted statistics (``beta_``,
-    ``noise_variance_``, ``image_shape_``) of a warping k-means; the warps come from the
-    geometry's public :meth:`~skxclust._warp_geometry.WarpGeometry.pair_warps`."""
+    """``decision_function`` and ``explain`` of a warping k-means (its fitted statistics
+    ``beta_``, ``noise_variance_``, ``image_shape_``: :func:`warp_statistics`); the warps
+    come from the geometry's public :meth:`~skxclust._warp_geometry.WarpGeometry.pair_warps`."""
 
     # of the estimator this is mixed into (annotations for type checkers, no attributes)
     image_shape: Any
     beta: Any
+    beta_: float
     _prepare: Callable[..., Any]  # X -> (X tensor, centers tensor, geometry)
 
     def _each_warped_chunk(self, Xt, centers, geometry, fn) -> None:
@@ -66,27 +101,6 @@ class WarpExplanationMixin:
         """
         geometry.map_chunks(lambda rows: fn(rows, *geometry.pair_warps(Xt[rows], centers)),
                             Xt, desc=type(self).__name__, n_centers=centers.shape[0])
-
-    def _statistics_rows(self, n_samples: int) -> np.ndarray:
-        """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,
-        evenly spaced (each needs a full alignment pass)."""
-        return np.unique(np.linspace(0, n_samples - 1, _BETA_SAMPLE).astype(np.int64))
-
-    def _fit_statistics(self, X, labels, centers, geometry) -> dict:
-        """Sums over the rows of their assigned evidence ``f_c(x)`` and their nearest
-        warped energy, from the same warp fits as ``predict``."""
-        losses = geometry.pairwise(X, centers)
-        nearest = losses.min(dim=1).values.to(torch.float64)
-        evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
-        return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()),
-                "count": int(losses.shape[0])}
-
-    def _set_fit_statistics(self, stats: dict, n_features: int) -> None:
-        """``image_shape_``, ``beta_`` (``1 / mean f_c(x)`` for "auto") and
-        ``noise_variance_`` (the mean nearest energy per pixel)."""
-        self.image_shape_ = resolve_image_shape(self.image_shape, n_features)
-        self.beta_ = fitted_beta(self.beta, stats)
-        self.noise_variance_ = max(stats["energy"] / stats["count"] / n_features, 1e-300)
 
     @blockwise("clusters")
     def decision_function(self, X):

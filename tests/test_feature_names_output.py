@@ -135,3 +135,12 @@ def test_read_only_centroids_and_input_are_never_handed_to_torch(name, monkeypat
         est.partial_fit(Xm)
         est.fit(Xm)
     assert read_only == []
+
+
+def test_fit_on_a_dataframe_warns_of_no_feature_names():
+    # fit ends with a predict pass (labels_ is predict(X)); it must see the names too
+    X = pd.DataFrame(np.random.default_rng(0).random((40, 3)), columns=["a", "b", "c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        km = ExplainableKMeans(3, random_state=0).fit(X)
+    np.testing.assert_array_equal(km.labels_, km.predict(X))

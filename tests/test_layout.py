@@ -5,6 +5,7 @@ directly, so that the layout the README and ``doc/layout.rst`` describe stays tr
 """
 
 import ast
+import inspect
 import pathlib
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 
 import skxclust
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans
+from skxclust._base import BaseTorchKMeans
 from skxclust._dask_fit import fit_blockwise
 from skxclust._euclidean import EuclideanGeometry
 from skxclust._geometry import Assignment, Geometry
@@ -123,6 +125,28 @@ def test_streaming_and_dask_fit_never_see_an_estimator(name):
     assert not {"estimator", "self_estimator", "est"} & names
     deps = GRAPH[f"skxclust.{name[:-3]}"]
     assert not deps & {"skxclust._base", "skxclust._explainable", "skxclust._spatial"}
+
+
+def overridden_private_methods(cls) -> set[str]:
+    """Private (non-dunder) methods and properties of ``BaseTorchKMeans`` (its MRO included)
+    that ``cls`` or one of its mixins replaces."""
+    found = set()
+    for name in dir(BaseTorchKMeans):
+        if not name.startswith("_") or (name.startswith("__") and name.endswith("__")):
+            continue
+        base = inspect.getattr_static(BaseTorchKMeans, name)
+        if callable(base) or isinstance(base, (property, staticmethod, classmethod)):
+            if inspect.getattr_static(cls, name) is not base:
+                found.add(name)
+    return found
+
+
+def test_the_estimators_override_at_most_five_private_hooks():
+    # issue 21: the estimators overrode 13 private hooks of BaseTorchKMeans; each now
+    # states its fit in one FitPlan (_fit_plan), which the base's fit paths run
+    hooks = (overridden_private_methods(ExplainableKMeans)
+             | overridden_private_methods(SpatialTransformerKMeans))
+    assert len(hooks) <= 5, sorted(hooks)
 
 
 def calls_of(name: str) -> list[str]:

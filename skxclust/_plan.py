@@ -1,0 +1,103 @@
+"""The plan of a fit: what an estimator fits with, built in one place.
+
+An estimator states its fit once, in ``_fit_plan(n_features)``: the geometries, the
+embedding the seeder, an optional refiner and the
+statistics it keeps. ``BaseTorchKMeans`` runs that plan for the in-memory
+fit, ``partial_fit`` and the dask fit alike; it calls no other hook of the estimator's fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ._geometry import Geometry
+
+__all__ = ["FitPlan", "FitStatistics", "all_rows", "no_attributes", "no_sums"]
+
+
+def no_sums(X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor,
+            geometry: Geometry) -> dict:
+    """The sums of an estimator that keeps no statistics: ``{}``."""
+    return {}
+
+
+def all_rows(n_samples: int) -> np.ndarray | None:
+    """Statistics on every training row (None)."""
+    return None
+
+
+def no_attributes(stats: dict) -> dict:
+    """No extra fitted attributes."""
+    return {}
+
+
+@dataclass(frozen=True)
+class FitStatistics:
+    """The statistics a fit keeps for the estimator's extra fitted attributes.
+
+    Parameters
+    ----------
+    sums : callable ``(X, labels, centers, geometry) -> dict``, default=no_sums
+        Sums over the rows of X (in the fit's frame, with their labels) that
+        ``attributes`` needs; they add up over row blocks (the dask fit reduces them), so
+        sums and counts, not means.
+    rows : callable ``n_samples -> ndarray or None``, default=all_rows
+        The training rows ``sums`` reads after a fit (None: all rows).
+    attributes : callable ``dict -> dict``, default=no_attributes
+        The extra fitted attributes (``beta_``, ...), by name, from the summed statistics.
+    """
+
+    sums: Callable[..., dict] = no_sums
+    rows: Callable[[int], np.ndarray | None] = all_rows
+    attributes: Callable[[dict], dict] = no_attributes
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """How an estimator fits rows of ``n_features`` columns.
+
+    Parameters
+    ----------
+    geometry : Geometry
+        The geometry of ``partial_fit`` (and of inference; the dask fit builds its own
+        from the estimator's ``_make_geometry`` on each worker).
+    embed : callable ``Tensor (n, n_features) -> Tensor (n, D)``
+        Maps validated rows to the clustered space (e.g. a feature extractor).
+    fit_geometry : Geometry or None, default=None
+        The geometry :meth:`fit` runs Lloyd with; None: ``geometry``.
+    seeder : callable ``(X, sample_weight, generators, init_array, shift) -> Tensor`` \
+or None, default=None
+        Initial centroids (R, K, D) of every restart, in the frame of X (see
+        :class:`~skxclust._seeding.Seeding`); None: the estimator's ``init`` of
+        scikit-learn ("k-means++", "random" or an array).
+    auto_n_init : int or None, default=None
+        The restarts of ``n_init="auto"``; None: scikit-learn's rule (1 for "k-means++",
+        else 10).
+    refine : callable ``(X, sample_weight, geometry, tol, generator, fit) -> fit`` or \
+None, default=None
+        Improves the kept restart ``fit = (labels, inertia, centers, n_iter)`` of an
+        in-memory fit (e.g. split-merge moves); None keeps it.
+    subsample : int or None, default=None
+        Above this many rows, the in-memory fit runs its restarts on a random subset of
+        them, then one Lloyd iteration over every row; None: on every row.
+    statistics : FitStatistics, default=FitStatistics()
+        What the fit sums, on which rows, and the fitted attributes made of the sums.
+    """
+
+    geometry: Geometry
+    embed: Callable[[torch.Tensor], torch.Tensor]
+    fit_geometry: Geometry | None = None
+    seeder: Callable[..., torch.Tensor] | None = None
+    auto_n_init: int | None = None
+    refine: Callable[..., tuple] | None = None
+    subsample: int | None = None
+    statistics: FitStatistics = FitStatistics()
+
+    @property
+    def lloyd_geometry(self) -> Geometry:
+        """The geometry of the in-memory fit."""
+        return self.geometry if self.fit_geometry is None else self.fit_geometry
