@@ -466,8 +466,9 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             centers = centers - shift
             counts = torch.as_tensor(np.array(self._counts), device=device)
         with pass_threads(geometry.pass_work(Xt, centers)):
-            centers, counts = mini_batch_step(geometry, Xt, centers, counts, sw)
-            after = geometry.assign(Xt, centers)
+            on_rows = geometry.for_rows(Xt, sw)  # row norms etc. once for both passes
+            centers, counts = mini_batch_step(on_rows, Xt, centers, counts, sw)
+            after = on_rows.assign(Xt, centers)
             stats = plan.statistics.sums(Xt, after.labels, centers, geometry)
         inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
         result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),

@@ -155,6 +155,13 @@ class Geometry:
         return new
 
     # -- restarts ---------------------------------------------------------------------
+    def for_rows(self, X: torch.Tensor, sample_weight: torch.Tensor) -> Geometry:
+        """The geometry to use for the passes over the rows X (n, D) with
+        ``sample_weight`` (n,) of one Lloyd run or ``partial_fit`` step, and for no other
+        rows: one that computes what every pass reuses (e.g. row norms) once, here.
+        Default: this geometry (nothing to reuse)."""
+        return self
+
     def restart_runs(self, centers: torch.Tensor) -> list[tuple[Geometry, torch.Tensor]]:
         """How the Lloyd loop runs the restarts ``centers`` (R, K, D): a list of
         ``(geometry, centers (R_i, K, D))``, one loop each, whose geometry takes the

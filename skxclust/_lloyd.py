@@ -133,7 +133,8 @@ def lloyd(
     if history is not None and centers.shape[0] != 1:
         raise ValueError("lloyd records a history for a single run only.")
     work = geometry.pass_work(X, centers)
-    runs = geometry.restart_runs(centers)
+    # each run's passes reuse what its geometry prepares for X once (e.g. row norms)
+    runs = [(g.for_rows(X, sample_weight), c) for g, c in geometry.restart_runs(centers)]
     if len(runs) == 1 and runs[0][1].shape[0] > 1 and intra_op_threads(work) == 1:
         return _lloyd_in_two_groups(X, runs[0][1], runs[0][0], sample_weight, max_iter, tol,
                                     verbose)
