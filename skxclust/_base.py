@@ -34,7 +34,7 @@ from ._dask import check_dask_array, dask_row_blocks, is_dask_array
 from ._dask_fit import fit_blockwise
 from ._geometry import Geometry
 from ._inference import KMeansInferenceMixin
-from ._lloyd import FitResult, best_restart, lloyd, scaled_tol
+from ._lloyd import FitResult, best_index, best_restart, lloyd, scaled_tol
 from ._plan import FitPlan
 from ._seeding import Seeding, kmeans_plusplus_restarts
 from ._streaming import cluster_counts, mini_batch_step
@@ -367,17 +367,18 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         return Xt, sw, shift, geometry, tol
 
     def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype, plan: FitPlan) -> tuple:
-        """Seed every restart, run Lloyd, keep the best and refine it: ``(labels,
-        inertia, centers, n_iter)`` of the rows ``Xt`` (in the fit's frame)."""
+        """Seed, run Lloyd, refine the best restart: ``(labels, inertia, centers, n_iter)``."""
         seeding = self._seeding(plan, Xt.shape[1], dtype)
         centers = seeding(Xt, sw, shift)
         if self.verbose:
             print(f"Initialization complete: {len(seeding.generators)} restart(s)")
-        fit = best_restart(lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
-                                 desc=f"{type(self).__name__}.fit"))
+        pairwise: list = []  # each restart's final (n, K) distances, or None (see lloyd)
+        runs = lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
+                     desc=f"{type(self).__name__}.fit", pairwise=pairwise)
         if plan.refine is None:
-            return fit
-        return plan.refine(Xt, sw, geometry, tol, seeding.generators[0], fit)
+            return best_restart(runs)
+        return plan.refine(Xt, sw, geometry, tol, seeding.generators[0], best_restart(runs),
+                           pairwise[best_index(runs[1])])  # its (n, K) distances, or None
 
     def _fit_result(self, Xt, shift, geometry, fit, plan: FitPlan) -> FitResult:
         """The :class:`FitResult` of ``fit = (labels, inertia, centers, n_iter)`` on the
@@ -466,8 +467,9 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             centers = centers - shift
             counts = torch.as_tensor(np.array(self._counts), device=device)
         with pass_threads(geometry.pass_work(Xt, centers)):
-            centers, counts = mini_batch_step(geometry, Xt, centers, counts, sw)
-            after = geometry.assign(Xt, centers)
+            on_rows = geometry.for_rows(Xt, sw)  # row norms etc. once for both passes
+            centers, counts = mini_batch_step(on_rows, Xt, centers, counts, sw)
+            after = on_rows.assign(Xt, centers)
             stats = plan.statistics.sums(Xt, after.labels, centers, geometry)
         inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
         result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),

@@ -8,6 +8,8 @@ sparse CSR tensors (row blocks, row norms and member sums go through
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from ._geometry import Assignment, Farthest, Geometry
@@ -16,7 +18,32 @@ from ._threads import SCREEN_MIN_MACS, SUM_BLOCK_VALUES, Work, block_rows
 from .nn.neuralized import squared_distances
 from .nn.sparse import group_sums, is_sparse, row_block, row_norms, select_rows, take_rows
 
-__all__ = ["EuclideanGeometry"]
+__all__ = ["EuclideanGeometry", "PreparedRows"]
+
+
+class PreparedRows:
+    """What every pass of :class:`EuclideanGeometry` over one data set reuses, computed
+    once for the rows ``X`` (n, D) and weights ``sample_weight`` (n,) it was made for
+    (:meth:`EuclideanGeometry.prepare`): the squared row norms, whether all weights are
+    one and (only when a screened pass first needs it) a float32 copy of X.
+
+    The owner of the data passes it along with that same X; nothing checks that it does.
+    """
+
+    def __init__(self, X: torch.Tensor, sample_weight: torch.Tensor | None):
+        self.X = X
+        self.row_norms = row_norms(X)
+        self.unit_weights = None if sample_weight is None or is_sparse(X) else \
+            bool((sample_weight == 1).all())
+        self._float32: torch.Tensor | None = None
+        self._lock = threading.Lock()  # concurrent loops (see lloyd) share one
+
+    def float32(self) -> torch.Tensor:
+        """X in float32, made on the first call."""
+        with self._lock:
+            if self._float32 is None:
+                self._float32 = self.X.to(torch.float32)
+            return self._float32
 
 def _nearest_scores(rows, flat, c_sq, n_clusters):
     """Minimum over each restart's K centroids of ``||mu||^2 - 2 x.mu``, and its index.
@@ -34,9 +61,9 @@ class EuclideanGeometry(Geometry):
     ``assign`` and ``update`` accept centroids of shape (K, D) or (R, K, D): R restarts
     share every pass over X (one matrix product against all R * K centroids). The squared
     row norms of X and whether the sample weights are all one are computed once per data
-    tensor and reused by every iteration and restart (the cache is keyed on the tensor
-    object and its version counter, so in-place changes invalidate it). A cached value
-    depends only on its tensor, so concurrent loops (see :func:`lloyd`) share one geometry.
+    set (:meth:`prepare`) and passed to every pass as ``rows``; :meth:`for_rows` gives the
+    geometry that passes them itself, which the Lloyd loop uses for all its iterations and
+    restarts (concurrent loops, see :func:`lloyd`, share it).
 
     Parameters
     ----------
@@ -55,7 +82,6 @@ class EuclideanGeometry(Geometry):
     def __init__(self, batch_size: int = 4096, screen: bool = False):
         self.batch_size = batch_size
         self.screen = screen
-        self._cache: dict[str, tuple] = {}
 
     def pass_work(self, X: torch.Tensor, centers: torch.Tensor) -> Work:
         """Multiply-adds of one pass against all R * K centroids (sparse X: proportional
@@ -63,26 +89,33 @@ class EuclideanGeometry(Geometry):
         values = X.values().numel() if is_sparse(X) else X.shape[0] * X.shape[1]
         return Work("fit", values * centers[..., 0].numel(), X.device)
 
-    def _cached(self, name: str, tensor: torch.Tensor, compute):
-        hit = self._cache.get(name)
-        if hit is not None and hit[0] is tensor and hit[1] == tensor._version:
-            return hit[2]
-        value = compute(tensor)
-        self._cache[name] = (tensor, tensor._version, value)
-        return value
+    @staticmethod
+    def prepare(X: torch.Tensor, sample_weight: torch.Tensor | None = None) -> PreparedRows:
+        """The values every pass over the rows X (and weights) reuses: pass them as the
+        ``rows`` of :meth:`assign`, :meth:`refine`, :meth:`update` and
+        :meth:`partial_sums` with this same X and ``sample_weight``."""
+        return PreparedRows(X, sample_weight)
+
+    def for_rows(self, X: torch.Tensor, sample_weight: torch.Tensor) -> Geometry:
+        """This geometry for passes over X and ``sample_weight`` only: it passes their
+        :meth:`prepare` (computed here, once) to every call."""
+        return _OnRows(self, self.prepare(X, sample_weight))
 
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Squared distances, shape (n, K), computed in ``batch_size`` row chunks."""
         return torch.cat([squared_distances(row_block(X, sl.start, sl.stop), centers)
                           for sl in self.chunks(X.shape[0])])
 
-    def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
+    def assign(self, X: torch.Tensor, centers: torch.Tensor,
+               rows: PreparedRows | None = None) -> Assignment:
         """Nearest centroid of every row, for centroids (K, D) or restarts (R, K, D).
 
         With ``screen=True`` the distances are exact to float32 accuracy only (the
-        labels stay exact); :meth:`refine` makes them exact.
+        labels stay exact); :meth:`refine` makes them exact. ``rows``: :meth:`prepare`
+        of X (None: computed here).
         """
-        return self._assign(X, centers, self._screens(X, centers))
+        rows = self.prepare(X) if rows is None else rows
+        return self._assign(X, centers, self._screens(X, centers), rows)
 
     screen_min_macs = SCREEN_MIN_MACS  # screen from this many multiply-adds per pass
 
@@ -90,20 +123,22 @@ class EuclideanGeometry(Geometry):
         macs = X.shape[0] * centers[..., 0].numel() * X.shape[1]
         return self.screen and X.dtype == torch.float64 and macs >= self.screen_min_macs
 
-    def refine(self, X: torch.Tensor, centers: torch.Tensor, assignment) -> Assignment:
+    def refine(self, X: torch.Tensor, centers: torch.Tensor, assignment,
+               rows: PreparedRows | None = None) -> Assignment:
         """The same assignment with distances computed exactly in the dtype of X."""
         if not self._screens(X, centers):
             return assignment
-        return self._assign(X, centers, False)
+        return self._assign(X, centers, False, self.prepare(X) if rows is None else rows)
 
-    def _assign(self, X: torch.Tensor, centers: torch.Tensor, screened: bool) -> Assignment:
+    def _assign(self, X: torch.Tensor, centers: torch.Tensor, screened: bool,
+                rows: PreparedRows) -> Assignment:
         if centers.dim() == 2:
-            batched = self._assign(X, centers[None], screened)
+            batched = self._assign(X, centers[None], screened, rows)
             return Assignment(batched.labels[0], batched.distances[0])
         n_restarts, n_clusters, n_features = centers.shape
         flat = centers.reshape(n_restarts * n_clusters, -1)
         c_sq = (flat * flat).sum(dim=1)
-        x_sq = self._cached("row_norms", X, row_norms)
+        x_sq = rows.row_norms
         screen = None
         if screened:
             c_max = float(c_sq.max().sqrt())
@@ -113,7 +148,7 @@ class EuclideanGeometry(Geometry):
                 # the inputs, the length-D dot product and the sum; with a factor 2 margin).
                 unit = (n_features + 4) * 2.0**-24 * 2.0
                 err = unit * (2.0 * c_max * x_sq.sqrt() + c_max * c_max)
-                screen = (self._cached("float32", X, lambda t: t.to(torch.float32)),
+                screen = (rows.float32(),
                           flat.to(torch.float32), c_sq.to(torch.float32), 2.0 * err)
         n = X.shape[0]
         labels = torch.empty(n_restarts, n, dtype=torch.long, device=X.device)
@@ -152,7 +187,7 @@ class EuclideanGeometry(Geometry):
                                                    n_clusters)
         return idx, val.add_(x_sq[sl, None]).clamp_min_(0.0)
 
-    def partial_sums(self, X, centers, assignment, sample_weight):
+    def partial_sums(self, X, centers, assignment, sample_weight, rows=None):
         """Weighted sums of the members of each centroid and their total weight.
 
         Parameters
@@ -163,6 +198,8 @@ class EuclideanGeometry(Geometry):
         assignment : Assignment
             Labels of shape (n,), or (R, n) for restarts.
         sample_weight : Tensor of shape (n,)
+        rows : PreparedRows, optional
+            :meth:`prepare` of X and ``sample_weight`` (None: computed here).
 
         Returns
         -------
@@ -187,7 +224,8 @@ class EuclideanGeometry(Geometry):
             weight = weight.view(shape)
             return (sums, weight) if batched else (sums[0], weight[0])
         sums = X.new_zeros(n_restarts * n_clusters, X.shape[1])
-        unit = self._cached("unit_weights", sample_weight, lambda w: bool((w == 1).all()))
+        unit = rows.unit_weights if rows is not None else None
+        unit = bool((sample_weight == 1).all()) if unit is None else unit
         # Scatter-add cache-sized blocks of rows into every restart's sums before moving
         # on, so X is read from memory once for all restarts.
         step = block_rows(SUM_BLOCK_VALUES, X.shape[1], self.batch_size)
@@ -212,8 +250,9 @@ class EuclideanGeometry(Geometry):
     def restart_sums(self, X: torch.Tensor, sample_weight: torch.Tensor,
                      centers: torch.Tensor):
         """Assignments and partial sums of all restarts (R, K, D) in one pass over X."""
-        a = self.assign(X, centers)
-        sums, weight = self.partial_sums(X, centers, a, sample_weight)
+        rows = self.prepare(X, sample_weight)
+        a = self.assign(X, centers, rows)
+        sums, weight = self.partial_sums(X, centers, a, sample_weight, rows)
         return a.labels, a.distances, [None] * centers.shape[0], sums, weight
 
     def relocate(self, X, centers, weight, assignment) -> None:
@@ -234,14 +273,15 @@ class EuclideanGeometry(Geometry):
         relocate_in_sums(sums, weight, moved)
         return average_sums(sums, weight)
 
-    def update(self, X, centers, assignment, sample_weight):
+    def update(self, X, centers, assignment, sample_weight, rows=None):
         """Weighted means of the members, shape of ``centers``; and the cluster weights.
 
         An empty cluster receives the sample farthest from its centroid, which leaves its
-        own cluster (scikit-learn's relocation, :mod:`skxclust._relocation`).
+        own cluster (scikit-learn's relocation, :mod:`skxclust._relocation`). ``rows``:
+        :meth:`prepare` of X and ``sample_weight`` (None: computed here).
         """
         batched = centers.dim() == 3
-        sums, weight = self.partial_sums(X, centers, assignment, sample_weight)
+        sums, weight = self.partial_sums(X, centers, assignment, sample_weight, rows)
         if not batched:
             sums, weight = sums[None], weight[None]
         some_empty = not bool((weight > 0).all())
@@ -274,3 +314,30 @@ class EuclideanGeometry(Geometry):
             else:
                 out[sl] = ((block - centers[lab]) ** 2).sum(dim=1)
         return out
+
+
+class _OnRows(EuclideanGeometry):
+    """A :class:`EuclideanGeometry` for passes over one data set (see
+    :meth:`EuclideanGeometry.for_rows`): every pass receives its prepared ``rows``."""
+
+    def __init__(self, geometry: EuclideanGeometry, rows: PreparedRows):
+        super().__init__(geometry.batch_size, geometry.screen)
+        self.screen_min_macs = geometry.screen_min_macs
+        self.rows = rows
+
+    def for_rows(self, X, sample_weight):
+        return self
+
+    def assign(self, X, centers, rows=None):
+        return super().assign(X, centers, self.rows if rows is None else rows)
+
+    def refine(self, X, centers, assignment, rows=None):
+        return super().refine(X, centers, assignment, self.rows if rows is None else rows)
+
+    def partial_sums(self, X, centers, assignment, sample_weight, rows=None):
+        return super().partial_sums(X, centers, assignment, sample_weight,
+                                    self.rows if rows is None else rows)
+
+    def update(self, X, centers, assignment, sample_weight, rows=None):
+        return super().update(X, centers, assignment, sample_weight,
+                              self.rows if rows is None else rows)

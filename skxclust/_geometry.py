@@ -29,11 +29,15 @@ class Assignment(NamedTuple):
     labels: torch.Tensor  # (n,) or (R, n) long
     distances: torch.Tensor  # same shape: squared distance to the assigned centroid
     state: Any = None  # geometry-specific per-sample data for the update step
+    # (n, K) or (R, n, K): the distances to every centroid, where the geometry computed
+    # them anyway (what its pairwise(X, centers) returns); None otherwise
+    pairwise: torch.Tensor | None = None
 
     def select(self, keep: torch.Tensor) -> Assignment:
         """The restarts where the boolean (R,) ``keep`` is True (``state`` is shared)."""
         keep = keep.to(self.labels.device)
-        return Assignment(self.labels[keep], self.distances[keep], self.state)
+        pairwise = None if self.pairwise is None else self.pairwise[keep]
+        return Assignment(self.labels[keep], self.distances[keep], self.state, pairwise)
 
 
 class Farthest(NamedTuple):
@@ -155,6 +159,13 @@ class Geometry:
         return new
 
     # -- restarts ---------------------------------------------------------------------
+    def for_rows(self, X: torch.Tensor, sample_weight: torch.Tensor) -> Geometry:
+        """The geometry to use for the passes over the rows X (n, D) with
+        ``sample_weight`` (n,) of one Lloyd run or ``partial_fit`` step, and for no other
+        rows: one that computes what every pass reuses (e.g. row norms) once, here.
+        Default: this geometry (nothing to reuse)."""
+        return self
+
     def restart_runs(self, centers: torch.Tensor) -> list[tuple[Geometry, torch.Tensor]]:
         """How the Lloyd loop runs the restarts ``centers`` (R, K, D): a list of
         ``(geometry, centers (R_i, K, D))``, one loop each, whose geometry takes the
@@ -205,7 +216,8 @@ class _OneRestart(Geometry):
 
     def assign(self, X, centers):
         a = self.geometry.assign(X, centers[0])
-        return Assignment(a.labels[None], a.distances[None], a.state)
+        return Assignment(a.labels[None], a.distances[None], a.state,
+                          None if a.pairwise is None else a.pairwise[None])
 
     def update(self, X, centers, assignment, sample_weight):
         single = Assignment(assignment.labels[0], assignment.distances[0], assignment.state)

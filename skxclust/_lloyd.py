@@ -93,6 +93,7 @@ def lloyd(
     verbose: int = 0,
     history: list | None = None,
     desc: str = "k-means",
+    pairwise: list | None = None,
 ):
     """Lloyd iterations with a pluggable geometry (the project's only Lloyd loop).
 
@@ -116,6 +117,10 @@ def lloyd(
         Receives one dict (iteration, inertia, labels) per iteration; single run only.
     desc : str, default="k-means"
         Label of the progress bar (see :mod:`skxclust._progress`).
+    pairwise : list, optional
+        Receives, restart after restart, the (n, K) distances of every row to the final
+        centroids where the geometry's assignment carries them (``Assignment.pairwise``),
+        else None: what ``geometry.pairwise(X, centers)`` would compute again.
 
     Returns
     -------
@@ -133,17 +138,22 @@ def lloyd(
     if history is not None and centers.shape[0] != 1:
         raise ValueError("lloyd records a history for a single run only.")
     work = geometry.pass_work(X, centers)
-    runs = geometry.restart_runs(centers)
+    # each run's passes reuse what its geometry prepares for X once (e.g. row norms)
+    runs = [(g.for_rows(X, sample_weight), c) for g, c in geometry.restart_runs(centers)]
     if len(runs) == 1 and runs[0][1].shape[0] > 1 and intra_op_threads(work) == 1:
-        return _lloyd_in_two_groups(X, runs[0][1], runs[0][0], sample_weight, max_iter, tol,
-                                    verbose)
+        return _joined(_lloyd_in_two_groups(X, runs[0][1], runs[0][0], sample_weight,
+                                            max_iter, tol, verbose), pairwise)
     with pass_threads(work):
-        if len(runs) == 1:
-            return _lloyd(X, runs[0][1], runs[0][0], sample_weight, max_iter, tol, verbose,
-                          history, desc)
-        results = [_lloyd(X, c, g, sample_weight, max_iter, tol, verbose, history, desc)
-                   for g, c in runs]
-        return tuple(torch.cat(parts) for parts in zip(*results))
+        return _joined([_lloyd(X, c, g, sample_weight, max_iter, tol, verbose, history, desc)
+                        for g, c in runs], pairwise)
+
+
+def _joined(results, pairwise):
+    """The results of the runs of :func:`_lloyd` along the restart axis; their final
+    (n, K) distances (or None) appended to ``pairwise`` (when given)."""
+    if pairwise is not None:
+        pairwise.extend(d for result in results for d in result[4])
+    return tuple(torch.cat(parts) for parts in zip(*(result[:4] for result in results)))
 
 
 def _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol, verbose):
@@ -156,11 +166,10 @@ def _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol, ver
     (groups run one after the other) or two.
     """
     half = (centers.shape[0] + 1) // 2
-    runs = map_jobs(
+    return map_jobs(
         lambda group: _lloyd(X, group, geometry, sample_weight, max_iter, tol, verbose, None),
         (centers[:half], centers[half:]), X.device, name="skxclust-lloyd",
         max_workers=1 if verbose else 2)  # verbose: keep the lines in order
-    return tuple(torch.cat(parts) for parts in zip(*runs))
 
 
 def lloyd_iterations(centers, state, step, max_iter: int, tol: float, verbose: int = 0,
@@ -242,10 +251,13 @@ def _iterate(centers, state, step, max_iter, tol, verbose, bar):
 def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
            desc="k-means"):
     """Body of :func:`lloyd` for restarts (R, K, D), run under the geometry's threads;
-    ``geometry`` takes the restart axis (a run of ``restart_runs``)."""
+    ``geometry`` takes the restart axis (a run of ``restart_runs``). Returns labels,
+    inertia, centers, n_iter and the list of each restart's final (n, K) distances (or
+    None, see ``pairwise`` in :func:`lloyd`)."""
     centers = centers.clone()
     first = geometry.assign(X, centers)
     labels, distances = first.labels.clone(), first.distances.clone()
+    pairwise = [None] * centers.shape[0] if first.pairwise is None else list(first.pairwise)
 
     def step(current, cur, running):
         new_centers, weight = geometry.update(X, current, cur, sample_weight)
@@ -253,6 +265,9 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
         new = geometry.assign(X, new_centers)
         rows = running.to(X.device)
         labels[rows], distances[rows] = new.labels, new.distances
+        if new.pairwise is not None:
+            for i, r in enumerate(running.tolist()):
+                pairwise[r] = new.pairwise[i]
         inertia = None
         if history is not None or verbose:  # only then: it costs a reduction and a sync
             inertia = new.distances @ sample_weight
@@ -265,4 +280,4 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
     # exact distances for the inertia (see EuclideanGeometry's screen)
     distances = geometry.refine(X, centers, Assignment(labels, distances)).distances
     inertia = distances.to(torch.float64) @ sample_weight.to(torch.float64)
-    return labels, inertia, centers, n_iter
+    return labels, inertia, centers, n_iter, pairwise

@@ -77,10 +77,12 @@ or None, default=None
     auto_n_init : int or None, default=None
         The restarts of ``n_init="auto"``; None: scikit-learn's rule (1 for "k-means++",
         else 10).
-    refine : callable ``(X, sample_weight, geometry, tol, generator, fit) -> fit`` or \
-None, default=None
+    refine : callable ``(X, sample_weight, geometry, tol, generator, fit, distances) -> fit`` \
+or None, default=None
         Improves the kept restart ``fit = (labels, inertia, centers, n_iter)`` of an
-        in-memory fit (e.g. split-merge moves); None keeps it.
+        in-memory fit (e.g. split-merge moves); ``distances`` are the (n, K) distances of
+        the rows to its centroids where the Lloyd loop has them (see ``pairwise`` in
+        :func:`skxclust._lloyd.lloyd`), else None. None keeps it.
     subsample : int or None, default=None
         Above this many rows, the in-memory fit runs its restarts on a random subset of
         them, then one Lloyd iteration over every row; None: on every row.

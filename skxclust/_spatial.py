@@ -417,10 +417,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         )
         return merged
 
-    def _split_merge(self, X, sample_weight, geometry, tol, generator, fit):
+    def _split_merge(self, X, sample_weight, geometry, tol, generator, fit, distances):
         """Split–merge moves after the Lloyd iterations (see ``split_merge_moves``)."""
         return split_merge(
-            X, sample_weight, geometry, fit, tol=tol, max_moves=self.split_merge_moves,
+            X, sample_weight, geometry, fit, distances=distances, tol=tol,
+            max_moves=self.split_merge_moves,
             max_iter=self.max_iter, generator=generator,
             seed_centers=lambda Xc, k, w, g: euclidean_kmeans(Xc, k, w, g, n_runs=3),
             verbose=self.verbose)

@@ -83,7 +83,7 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
 
 
 def split_merge(X, sample_weight, geometry, fit, *, tol, max_moves, max_iter, generator,
-                seed_centers, verbose=0):
+                seed_centers, verbose=0, distances=None):
     """Improve a Lloyd fit by up to ``max_moves`` split–merge moves (see module docstring).
 
     Parameters
@@ -104,6 +104,9 @@ def split_merge(X, sample_weight, geometry, fit, *, tol, max_moves, max_iter, ge
     seed_centers : callable ``seed_centers(X, k, sample_weight, generator) -> (centers, _)``
         Seeding of the two-cluster fits (e.g. Euclidean k-means).
     verbose : int, default=0
+    distances : Tensor of shape (n, K), optional
+        The distances of the rows to the centroids of ``fit``, when the Lloyd loop has
+        them (``pairwise`` of :func:`skxclust._lloyd.lloyd`); None: computed here.
 
     Returns
     -------
@@ -116,7 +119,8 @@ def split_merge(X, sample_weight, geometry, fit, *, tol, max_moves, max_iter, ge
     for move in range(max_moves):
         if n_clusters < 3:
             break
-        distances = geometry.pairwise(X, centers)
+        if distances is None:
+            distances = geometry.pairwise(X, centers)
         nearest = distances.gather(1, labels[:, None])[:, 0]
         gains, halves = _split_gains(X, sample_weight, labels, nearest, geometry, generator,
                                      seed_centers)
@@ -147,12 +151,14 @@ def split_merge(X, sample_weight, geometry, fit, *, tol, max_moves, max_iter, ge
             break
         start = centers.clone()
         start[split], start[removed] = halves[split][0], halves[split][1]
+        pairwise: list = []  # the (n, K) distances of the new fit, for the next move
         new_labels, new_inertia, new_centers, extra = best_restart(lloyd(
-            X, start[None], geometry, sample_weight, max_iter, tol))
+            X, start[None], geometry, sample_weight, max_iter, tol, pairwise=pairwise))
         if verbose:
             print(f"  distortion {float(inertia):.6g} -> {float(new_inertia):.6g}: "
                   f"{'kept' if new_inertia < inertia else 'undone'}")
         if not new_inertia < inertia:
             break
         labels, inertia, centers, n_iter = new_labels, new_inertia, new_centers, n_iter + extra
+        distances = pairwise[0]
     return labels, inertia, centers, n_iter

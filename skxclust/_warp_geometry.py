@@ -130,7 +130,6 @@ class WarpGeometry(Geometry):
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
         self.verbose = verbose
         self._models: dict = {}
-        self._last_distances = None  # (X, X._version, centers, (n, K) distances)
 
     def model(self, X: torch.Tensor, shape=None):
         """The warp model for the dtype and device of ``X`` (built once), on the image
@@ -256,10 +255,6 @@ class WarpGeometry(Geometry):
         kept as a sample's candidates are the full-resolution energies of the warps reached
         when they were dropped (upper bounds of their optimum).
         """
-        memo = self._last_distances
-        if (memo is not None and memo[0] is X and memo[1] == X._version
-                and memo[2].shape == centers.shape and torch.equal(memo[2], centers)):
-            return memo[3]  # what the last assign of the same rows and centroids computed
         return torch.cat(self.map_chunks(lambda rows: self.pair_warps(X[rows], centers)[0],
                                          X, desc="SpatialTransformerKMeans: aligning",
                                          n_centers=centers.shape[0]))
@@ -286,9 +281,9 @@ class WarpGeometry(Geometry):
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
                   f"in {time.perf_counter() - t0:.1f}s")
-        # pairwise() of the same rows and centroids (a pure function of them) reuses these
-        self._last_distances = (X, X._version, centers.clone(), distances)
-        return Assignment(labels, dists, params)
+        # the (n, K) distances go along: what pairwise() of the same rows and centroids
+        # returns, so the split-merge moves after a fit need not align again
+        return Assignment(labels, dists, params, distances)
 
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
                      noise_variance: float) -> torch.Tensor:

@@ -92,9 +92,17 @@ def test_nn_imports_neither_scikit_learn_nor_the_estimators(path):
     assert all(dep.startswith("skxclust.nn") for dep in GRAPH[module_name(path)]), path
 
 
+def test_no_module_keys_a_cache_on_a_tensors_version_counter():
+    # issue 21: caches keyed on the private torch.Tensor._version were replaced by values
+    # passed explicitly (EuclideanGeometry.prepare / for_rows, Assignment.pairwise)
+    found = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in MODULES
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Attribute) and node.attr == "_version"]
+    assert not found, found
+
+
 # Private attributes read on something other than self / cls / super(): each with why.
 ALLOWED_PRIVATE = {
-    "_version",  # torch.Tensor's version counter (cache invalidation)
     "_meta",  # a dask array's meta block (sparse blocks are refused)
     "_parameter_constraints",  # scikit-learn's class attribute, extended by subclasses
 }
