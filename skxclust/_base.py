@@ -313,10 +313,10 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             self._finish_fit(result, plan, n_steps=0, counts=cluster_counts(
                 result.labels, sw_np, self.n_clusters))
             if not is_dask_array(X) and not sp.issparse(X):
-                self._labels_as_predicted(raw, X.shape[1], sw_np)
+                self._labels_as_predicted(raw, plan, sw_np)
         return self
 
-    def _labels_as_predicted(self, X, n_features: int, sw_np) -> None:
+    def _labels_as_predicted(self, X, plan: FitPlan, sw_np) -> None:
         """Make ``labels_`` what ``predict(X)`` returns after a fit in a shifted frame.
 
         A translation-invariant fit assigns the rows in the frame of the data's mean;
@@ -326,7 +326,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         a spread of 0.1: distances 0.036394 and 0.036388 to two centroids); such rows take
         the label ``predict`` gives them, and the cluster weights follow.
         """
-        if not self._make_geometry(n_features).translation_invariant:
+        if not plan.geometry.translation_invariant:
             return
         labels = np.asarray(self.predict(X)).astype(self.labels_.dtype, copy=False)
         if not np.array_equal(labels, self.labels_):

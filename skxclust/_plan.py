@@ -1,7 +1,7 @@
 """The plan of a fit: what an estimator fits with, built in one place.
 
 An estimator states its fit once, in ``_fit_plan(n_features)``: the geometries, the
-embedding the seeder, an optional refiner and the
+embedding, the seeder, an optional refiner and the
 statistics it keeps. ``BaseTorchKMeans`` runs that plan for the in-memory
 fit, ``partial_fit`` and the dask fit alike; it calls no other hook of the estimator's fit.
 """

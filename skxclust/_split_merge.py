@@ -55,7 +55,7 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
     n_clusters = int(labels.max()) + 1 if labels.numel() else 0
     gains = torch.full((n_clusters,), -torch.inf, dtype=torch.float64)
     halves = [None] * n_clusters
-    jobs = []  # (cluster, members, share, seeds)
+    jobs = []  # (cluster, members, their rows and weights, share, seeds)
     for c in range(n_clusters):
         members = torch.nonzero(labels == c).flatten()
         if members.numel() < 4:
@@ -66,12 +66,12 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
             pick = torch.randperm(members.numel(), generator=generator)[:_SPLIT_ROWS]
             members = members[pick.to(members.device).sort().values]
             share = total / float(sample_weight[members].to(torch.float64).sum())
-        seeds, _ = seed_centers(X[members], 2, sample_weight[members], generator)
-        jobs.append((c, members, share, seeds))
+        Xc, wc = X[members], sample_weight[members]
+        seeds, _ = seed_centers(Xc, 2, wc, generator)
+        jobs.append((c, members, Xc, wc, share, seeds))
 
     def two_means(job):
-        c, members, share, seeds = job
-        Xc, wc = X[members], sample_weight[members]
+        c, members, Xc, wc, share, seeds = job
         _, inertia, centers, _ = best_restart(lloyd(Xc, seeds[None], geometry, wc,
                                                     max_iter=2, tol=0.0))
         before = float((nearest[members].to(torch.float64) * wc.to(torch.float64)).sum())
