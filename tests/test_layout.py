@@ -207,6 +207,32 @@ def test_the_tolerance_is_scaled_by_the_data_in_one_place():
     assert len(sites) == 1 and sites[0].startswith("_lloyd.py:"), sites
 
 
+def _fit_drawing() -> str:
+    """The code block of doc/layout.rst's "One ST fit, top to bottom"."""
+    text = (REPO / "doc" / "layout.rst").read_text()
+    section = text.split("One ST fit, top to bottom\n", 1)[1].split("\n---", 1)[0]
+    return section.split(".. code-block:: text", 1)[1].split("\n\n", 2)[1]
+
+
+def test_the_drawing_of_the_fit_names_only_code_that_exists():
+    """Every function, method and file the drawing names is in the package: a rename or a
+    removed step fails here until doc/layout.rst follows."""
+    import re
+
+    drawing = _fit_drawing()
+    files = set(re.findall(r"\[([\w/]+)(?:\.py|\.(\w+))\]", drawing))
+    assert len(files) >= 6
+    for path, name in files:  # [_base.py] or [nn/warp_solver.fit_warps]
+        source = (PACKAGE / f"{path}.py").read_text()
+        assert not name or f"def {name}(" in source, (path, name)
+    names = set(re.findall(r"\b(_?[a-z]+(?:_[a-z]+)+)\b", drawing)) - {
+        "image_shape_", "noise_variance_", "cluster_centers_", "labels_", "inertia_",
+        "n_iter_", "beta_", "centroid_update", "warp_solver", "split_merge"}
+    source = "\n".join(path.read_text() for path in MODULES)
+    missing = sorted(n for n in names if not re.search(rf"(def|class) {n}\b|\b{n}=", source))
+    assert len(names) >= 10 and not missing, missing
+
+
 @pytest.mark.parametrize("path", sorted([*PACKAGE.rglob("*.py"),
                                          *(REPO / "benchmarks").glob("*.py"),
                                          *(REPO / "tests").glob("*.py")]),
