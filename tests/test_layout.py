@@ -105,6 +105,7 @@ def test_no_module_keys_a_cache_on_a_tensors_version_counter():
 ALLOWED_PRIVATE = {
     "_meta",  # a dask array's meta block (sparse blocks are refused)
     "_parameter_constraints",  # scikit-learn's class attribute, extended by subclasses
+    "_replace",  # a NamedTuple's documented copy with fields replaced (e.g. LloydFit)
 }
 
 
