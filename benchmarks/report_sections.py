@@ -110,9 +110,18 @@ def _quality_targets(name: str, d: dict, targets: dict) -> str:
     return f"{DATA_NAMES.get(name, name)}: {', '.join(parts)}"
 
 
+def _seeds_text(data: dict) -> str:
+    """How the fits of a split were seeded."""
+    n_seeds, stride = data.get("seeds", 1), data.get("seed_stride", 100)
+    if n_seeds == 1:
+        return "split s fitted with `random_state=s`"
+    return (f"split s fitted {n_seeds} times, `random_state` = s + {stride} j for "
+            f"j < {n_seeds}")
+
+
 def quality_section(data: dict) -> str:
     """Held-out ``predict`` ACC / NMI / ARI over random splits, against k-means and targets."""
-    rows, targets, iterations = [], [], []
+    rows, targets, iterations, seeds = [], [], [], []
     for name, d in data["datasets"].items():
         methods = d["methods"]
         best = max(m["summary"]["acc_mean"] for m in methods.values())
@@ -126,10 +135,16 @@ def quality_section(data: dict) -> str:
                          _mean_min(s, "nmi"), _mean_min(s, "ari"), f"{s['labels_acc_mean']:.3f}",
                          f"{s['agreement_min']:.4f}", seconds(s["fit_seconds_mean"]),
                          "–" if below is None else
-                         f"{below} of {s['splits_compared_with_kmeans']}"])
+                         f"{below} of {s['splits_compared_with_kmeans']}",
+                         f"{s['seed_spread_max']:.3f}" if "seed_spread_max" in s else "–"])
         goal = data.get("targets_acc", {}).get(name)
         if "st_tps" in methods and goal:
             targets.append(_quality_targets(name, d, goal))
+        per_split = methods.get("st_tps", {}).get("per_split", [])
+        if per_split and max(p["seeds"] for p in per_split) > 1:
+            seeds.append(f"{DATA_NAMES.get(name, name)} " + ", ".join(
+                f"{p['acc_mean']:.3f} ({p['acc_min']:.3f}–{p['acc_max']:.3f})"
+                for p in per_split))
         accs = methods.get("st_tps", {}).get("splits", [{}])[0].get("acc_per_iteration", [])
         shown = [f"{a:.3f}" for a in accs[:3]] + (["…", f"{accs[-1]:.3f}"] if len(accs) > 3
                                                   else [])
@@ -138,21 +153,27 @@ def quality_section(data: dict) -> str:
     intro = ("**Clustering quality on held-out rows** (`bench_quality.py` → `quality.json`; "
              f"{data.get('n_clusters', '?')} clusters, {data['splits']} random stratified "
              f"{100 - round(100 * data.get('test_size', 0.2))}/"
-             f"{round(100 * data.get('test_size', 0.2))} splits, split s fitted with "
-             "`random_state=s`, default parameters, no labels in fitting or selection; "
-             "`predict` scored on the held-out rows, mean (min) over the splits, best mean ACC "
-             "per data set in bold; `labels_` ACC on the training rows; agreement: the "
-             "smallest fraction of training rows where `predict(X_train)` equals `labels_`):")
+             f"{round(100 * data.get('test_size', 0.2))} splits, "
+             + _seeds_text(data) + ", default parameters, no labels in fitting or "
+             "selection; `predict` scored on the held-out rows; mean over every fit (min over "
+             "the splits of the mean over a split's seeds); best mean ACC per data set in bold; "
+             "`labels_` ACC on the training rows; agreement: the smallest fraction of training "
+             "rows where `predict(X_train)` equals `labels_`; seed spread: the largest range "
+             "of held-out ACC over the seeds of one split):")
     if is_quick(data):
         q = data.get("quick_settings", {})
         intro += (f" quick run, {q.get('rows', '?')}-row subset, ST fits shortened to "
                   f"{q.get('st_params', '?')}: not comparable to a full run.")
     text = intro + "\n\n" + table(
         ["data", "method", "held-out ACC", "held-out NMI", "held-out ARI", "`labels_` ACC",
-         "agreement (min)", "fit time (mean)", "splits below k-means"], rows, "llrrrrrrr")
+         "agreement (min)", "fit time (mean)", "splits below k-means", "seed spread"], rows,
+        "llrrrrrrrr")
     if targets:
         text += ("\n\nTargets of ST K-means (TPS, default) on held-out ACC: "
                  + "; ".join(targets) + ".")
+    if seeds:
+        text += (" Held-out ACC of ST K-means (TPS, default) per split, mean (min–max) over "
+                 "its seeds: " + "; ".join(seeds) + ".")
     if iterations:
         text += (" Training-row ACC per Lloyd iteration of split 0 (TPS; iteration 0 is the "
                  "assignment to the initial centroids; the iterations after a split-merge "

@@ -7,10 +7,10 @@ With ``feature_extractor=phi`` (a ``torch.nn.Sequential``),
 :class:`~skxclust.ExplainableKMeans` clusters ``phi(X)`` and
 :meth:`~skxclust.ExplainableKMeans.explain` returns relevance on the *raw pixels*: the
 NEON relevance of the features is propagated back through ``phi`` by layer-wise relevance
-propagation (LRP) rules. For a ReLU network without biases, relevance is meant to be
-conserved from the cluster evidence down to the pixels, except for the share that NEON
-gives to features that are exactly zero; the last section measures how far this network
-is from that (far: a known defect of the propagation, described there).
+propagation (LRP) rules. For a ReLU network without biases, the cluster evidence is
+conserved down to the pixels except for the relevance that reaches zero activations (NEON
+gives a share to features that are exactly zero) and the stabiliser's tiny share; the last
+section measures both.
 
 Here ``phi`` is a tiny convolutional network with hand-set oriented edge filters and a
 hand-set layer that contrasts the orientations (no training needed): the clusters are built
@@ -103,27 +103,33 @@ fig.tight_layout()
 # %%
 # Conservation through the network
 # --------------------------------
-# LRP rules conserve relevance layer by layer for a network without biases, with one
-# exception that matters for ReLU features: the midpoint rule of NEON also gives relevance
-# to features that are exactly zero (their root point is not zero), and a zero activation
-# has no input contribution to pass it back to. The lines below measure how far the pixel
-# relevances are from that account: here far (a known defect, see the warning in the user
-# guide's "Conservation"): the ReLU passes the zero features' share back unchanged, the
-# average pool spreads relevance over zero activations, and pre-activations that are zero
-# only up to rounding (the zero-sum filters over flat patches) divide it by epsilon.
-from skxclust.nn import neon_relevance  # noqa: E402
+# LRP conserves relevance layer by layer, except where it has nowhere to go. The midpoint
+# rule of NEON also gives relevance to features that are exactly zero (their root point is
+# not zero); a ReLU output at 0 has no input contribution to pass it back to, so it is
+# absorbed there, as is the relevance of a convolution output that is zero only up to
+# rounding (the zero-sum edge filters over a flat patch give about 1e-17 instead of 0).
+# The epsilon rule absorbs, besides, the share of its stabiliser (and of the biases, in a
+# network that has some). :func:`skxclust.nn.lrp_trace` returns what each layer absorbs, so
+# that ``f_c(x) = pixels + absorbed at zero activations + absorbed by the rules``.
+from skxclust.nn import lrp_trace, neon_relevance  # noqa: E402
+from skxclust.nn.propagation import supported_layers  # noqa: E402
 
 R_all = deep.explain(X)
 f_all = deep.decision_function(X).max(axis=1)
+x = torch.as_tensor(X)
 with torch.no_grad():
-    F = phi(torch.as_tensor(X))
-    R_feat = neon_relevance(F, torch.as_tensor(deep.cluster_centers_),
-                            torch.as_tensor(deep.labels_), deep.beta_)[0].numpy()
-on_zero = (R_feat * (F.numpy() == 0)).sum(axis=1)
-gap = f_all - R_all.sum(axis=1)
+    F = phi(x)
+R_feat = neon_relevance(F, torch.as_tensor(deep.cluster_centers_), None, deep.beta_)[0]
+trace = lrp_trace(supported_layers(phi), x, R_feat)
+at_zero = trace.absorbed_at_zero.sum(1).numpy()
+by_rule = trace.absorbed_by_rule.sum(1).numpy()
+gap = f_all - R_all.sum(axis=1) - at_zero - by_rule
 print(f"features exactly zero: {np.mean(F.numpy() == 0):.0%}")
-print(f"median |f - sum R| / f:                    {np.median(np.abs(gap) / f_all):.1e}")
-print(f"median share of f on zero features:        {np.median(np.abs(on_zero) / f_all):.1e}")
-print(f"median |f - sum R - that share| / f:       "
-      f"{np.median(np.abs(gap - on_zero) / f_all):.1e}")
+print(f"median share of f absorbed at zero activations: {np.median(at_zero / f_all):.2f}")
+print(f"largest |share of f absorbed by the rules|:     {np.max(np.abs(by_rule / f_all)):.1e}")
+print(f"largest |f - pixels - absorbed| / f:            {np.max(np.abs(gap / f_all)):.1e}")
+largest = np.abs(R_all).max(axis=1)
+print(f"largest pixel relevance / f, median row:        {np.median(largest / f_all):.2f}")
+print(f"largest pixel relevance / sum |R_feat|, all rows: "
+      f"{np.max(largest / R_feat.abs().sum(1).numpy()):.1f}")
 plt.show()

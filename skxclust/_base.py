@@ -34,7 +34,7 @@ from ._dask import check_dask_array, dask_row_blocks, is_dask_array
 from ._dask_fit import fit_blockwise
 from ._geometry import Geometry
 from ._inference import KMeansInferenceMixin
-from ._lloyd import FitResult, best_index, best_restart, lloyd, scaled_tol
+from ._lloyd import FitResult, LloydFit, best_index, best_restart, lloyd, scaled_tol
 from ._plan import FitPlan
 from ._seeding import Seeding, kmeans_plusplus_restarts
 from ._streaming import cluster_counts, mini_batch_step
@@ -341,19 +341,20 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         n_samples = X.shape[0]
         if plan.subsample is None or n_samples <= plan.subsample:
             fit = self._fit_restarts(Xt, sw, shift, geometry, tol, X.dtype, plan)
-            return self._fit_result(Xt, shift, geometry, fit, plan)
-        generator = make_generators(self.random_state, 2)[1]  # [0] seeds the first restart
-        rows = torch.randperm(n_samples, generator=generator)[:plan.subsample].sort().values
-        rows = rows.to(Xt.device)
-        if self.verbose:
-            print(f"Fitting on a random subset of {plan.subsample} of {n_samples} rows")
-        _, _, centers, n_iter = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol,
-                                                   X.dtype, plan)
-        labels, inertia, centers, _ = best_restart(lloyd(
-            Xt, centers[None], geometry, sw, max_iter=1, tol=tol, verbose=self.verbose,
-            desc=f"{type(self).__name__}.fit (all rows)"))
-        return self._fit_result(Xt, shift, geometry, (labels, inertia, centers, n_iter + 1),
-                                plan)
+        else:
+            generator = make_generators(self.random_state, 2)[1]  # [0] seeds the first restart
+            rows = torch.randperm(n_samples, generator=generator)[:plan.subsample].sort().values
+            rows = rows.to(Xt.device)
+            if self.verbose:
+                print(f"Fitting on a random subset of {plan.subsample} of {n_samples} rows")
+            on_subset = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol, X.dtype,
+                                           plan)
+            all_rows = best_restart(lloyd(
+                Xt, on_subset.centers[None], geometry, sw, max_iter=1, tol=tol,
+                verbose=self.verbose, desc=f"{type(self).__name__}.fit (all rows)"))
+            fit = all_rows._replace(n_iter=on_subset.n_iter + 1)
+        stats = self._statistics_of(plan, Xt, fit.labels, fit.centers, geometry)
+        return fit.as_fit_result(shift, stats)
 
     def _fit_frame(self, X, sw_np, plan: FitPlan):
         """The validated rows as tensors in the fit's frame: ``(Xt, sample_weight, shift,
@@ -366,8 +367,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         tol = scaled_tol(self.tol, X.shape[0], lambda: column_variance(Xt))
         return Xt, sw, shift, geometry, tol
 
-    def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype, plan: FitPlan) -> tuple:
-        """Seed, run Lloyd, refine the best restart: ``(labels, inertia, centers, n_iter)``."""
+    def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype, plan: FitPlan) -> LloydFit:
+        """Seed, run Lloyd, keep the best restart and refine it with the plan's refiner."""
         seeding = self._seeding(plan, Xt.shape[1], dtype)
         centers = seeding(Xt, sw, shift)
         if self.verbose:
@@ -377,16 +378,9 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                      desc=f"{type(self).__name__}.fit", pairwise=pairwise)
         if plan.refine is None:
             return best_restart(runs)
-        return plan.refine(Xt, sw, geometry, tol, seeding.generators[0], best_restart(runs),
-                           pairwise[best_index(runs[1])])  # its (n, K) distances, or None
-
-    def _fit_result(self, Xt, shift, geometry, fit, plan: FitPlan) -> FitResult:
-        """The :class:`FitResult` of ``fit = (labels, inertia, centers, n_iter)`` on the
-        rows ``Xt``, with the plan's statistics."""
-        labels, inertia, centers, n_iter = fit
-        stats = self._statistics_of(plan, Xt, labels, centers, geometry)
-        return FitResult((centers + shift).cpu().numpy(), labels.cpu().numpy(), inertia,
-                         n_iter, stats)
+        return plan.refine(Xt, sw, best_restart(runs), geometry=geometry, tol=tol,
+                           generator=seeding.generators[0],
+                           distances=pairwise[best_index(runs.inertia)])
 
     def _fit_dask(self, X, sw_np, plan: FitPlan) -> FitResult:
         """Blockwise Lloyd passes over the validated dask X (:mod:`skxclust._dask_fit`):

@@ -61,7 +61,8 @@ class ExplainableKMeans(BaseTorchKMeans):
     \lVert\mu_c\rVert^2`. ``argmax_c f_c(x)`` is the k-means label and ``f_c > 0`` for the
     assigned cluster. :meth:`explain` splits ``f_c(x)`` over the input features by
     layer-wise relevance propagation (soft-min over competitors, then the midpoint rule);
-    the relevances of a sample sum to ``f_c(x)`` exactly.
+    the relevances of a sample sum to ``f_c(x)`` exactly (with a ``feature_extractor``,
+    but for what the propagation through it absorbs: see :meth:`explain`).
 
     Parameters
     ----------
@@ -317,15 +318,23 @@ class ExplainableKMeans(BaseTorchKMeans):
             ``propagate(layer, a, relevance)`` method (see :mod:`skxclust.nn.rules`).
         epsilon : float, default=1e-9
             Only with a ``feature_extractor``: stabiliser of the epsilon rule (of the first
-            Linear/Conv layer, and of the rule given by name).
+            Linear/Conv layer, and of the rule given by name). An output that is zero to
+            rounding (``|z| <= sqrt(eps) * sum |w a|``) passes no relevance on, whatever
+            ``epsilon``.
 
         Returns
         -------
         relevance : ndarray or DataFrame of shape (n_samples, n_features)
             Same dtype as X. Positive values speak for cluster ``target``, negative
             values against it. Without a feature extractor, rows sum to ``f_target(x)``
-            exactly; with one, up to what the extractor's biases absorb (exact for
-            bias-free ReLU networks up to ``epsilon``). When the estimator's output is
+            exactly. With one, a row sums to ``f_target(x)`` minus what the LRP pass
+            absorbs (see :mod:`skxclust.nn.propagation`; :func:`skxclust.nn.lrp_trace`
+            returns it): the relevance that reaches zero activations (ReLU outputs equal
+            to 0, Linear/Conv outputs zero to rounding), which holds NEON's share on
+            zero features (a third of ``f`` on the median row of the deep-clusters
+            example), and the share of ``epsilon`` and of the biases at each Linear/Conv
+            layer (at most about ``epsilon * sum_j |R_j| / |z_j|`` without biases).
+            When the estimator's output is
             set to pandas or polars (``set_output(transform=...)`` or scikit-learn's
             ``transform_output`` config), a DataFrame whose columns are the input's
             feature names (``feature_names_in_``, else ``x0, x1, ...``), with the

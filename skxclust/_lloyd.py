@@ -22,12 +22,12 @@ from ._geometry import Assignment
 from ._progress import progress
 from ._threads import intra_op_threads, map_jobs, pass_threads
 
-__all__ = ["FitResult", "best_index", "best_restart", "lloyd", "lloyd_iterations",
-           "scaled_tol"]
+__all__ = ["FitResult", "LloydFit", "Restarts", "best_index", "best_restart", "lloyd",
+           "lloyd_iterations", "scaled_tol"]
 
 
 class FitResult(NamedTuple):
-    """What a fit hands to the estimator's finish step (host values).
+    """What a fit hands to the estimator's finish step: numpy values in the input frame.
 
     ``n_iter`` is None for a ``partial_fit`` step; ``stats`` are the summed ``sums`` of
     the fit plan's :class:`~skxclust._plan.FitStatistics`.
@@ -38,6 +38,36 @@ class FitResult(NamedTuple):
     inertia: float
     n_iter: int | None
     stats: dict
+
+
+class LloydFit(NamedTuple):
+    """One fit in the making: tensors in the fit's frame (see ``into_fit_frame``).
+
+    The kept restart of :func:`lloyd` (:func:`best_restart`), a plan's refiner (e.g.
+    split-merge moves) and the in-memory fit pass this on; :meth:`as_fit_result` makes
+    it the estimator's :class:`FitResult`.
+    """
+
+    labels: torch.Tensor  # (n,) int64
+    inertia: float  # weighted sum of the distances for these labels and centroids
+    centers: torch.Tensor  # (K, D)
+    n_iter: int  # Lloyd iterations run (>= 1)
+
+    def as_fit_result(self, shift: torch.Tensor, stats: dict) -> FitResult:
+        """The :class:`FitResult`: the centroids moved back to the input frame by
+        ``shift`` (D,), centroids and labels copied to the host as numpy arrays;
+        ``stats`` are the plan's summed statistics."""
+        return FitResult((self.centers + shift).cpu().numpy(), self.labels.cpu().numpy(),
+                         self.inertia, self.n_iter, stats)
+
+
+class Restarts(NamedTuple):
+    """What :func:`lloyd` returns: every restart's result along a leading axis of R."""
+
+    labels: torch.Tensor  # (R, n) int64
+    inertia: torch.Tensor  # (R,) float64
+    centers: torch.Tensor  # (R, K, D)
+    n_iter: torch.Tensor  # (R,) int64
 
 
 def scaled_tol(tol: float, n_samples: int, column_variance) -> float:
@@ -72,15 +102,12 @@ def best_index(inertia: torch.Tensor) -> int:
     return int(torch.nonzero(ties)[0, 0])
 
 
-def best_restart(result):
+def best_restart(runs: Restarts) -> LloydFit:
     """The restart of a :func:`lloyd` result with the lowest inertia (the first of ties,
-    see :func:`best_index`; the only one of a single run).
-
-    Returns ``(labels (n,), inertia float, centers (K, D), n_iter int)``.
-    """
-    labels, inertia, centers, n_iter = result
-    best = best_index(inertia)
-    return labels[best], float(inertia[best]), centers[best], int(n_iter[best])
+    see :func:`best_index`; the only one of a single run)."""
+    best = best_index(runs.inertia)
+    return LloydFit(runs.labels[best], float(runs.inertia[best]), runs.centers[best],
+                    int(runs.n_iter[best]))
 
 
 def lloyd(
@@ -94,7 +121,7 @@ def lloyd(
     history: list | None = None,
     desc: str = "k-means",
     pairwise: list | None = None,
-):
+) -> Restarts:
     """Lloyd iterations with a pluggable geometry (the project's only Lloyd loop).
 
     Convergence follows scikit-learn: stop when labels do not change (strict) or when the
@@ -124,14 +151,11 @@ def lloyd(
 
     Returns
     -------
-    Every restart's result, along the restart axis (:func:`best_restart` keeps one):
-
-    labels : LongTensor of shape (R, n)
-    inertia : float64 Tensor of shape (R,)
-        Weighted sum of the distances for the returned labels and centroids.
-    centers : Tensor of shape (R, K, D)
-    n_iter : LongTensor of shape (R,)
-        Iterations run (>= 1).
+    Restarts
+        Every restart's result along the restart axis (:func:`best_restart` keeps one):
+        labels (R, n), inertia (R,) float64 (the weighted sum of the distances for the
+        returned labels and centroids), centers (R, K, D) and n_iter (R,), the
+        iterations run (>= 1).
     """
     if centers.dim() != 3:
         raise ValueError(f"lloyd takes centroids of shape (R, K, D), got {tuple(centers.shape)}.")
@@ -148,12 +172,12 @@ def lloyd(
                         for g, c in runs], pairwise)
 
 
-def _joined(results, pairwise):
-    """The results of the runs of :func:`_lloyd` along the restart axis; their final
-    (n, K) distances (or None) appended to ``pairwise`` (when given)."""
+def _joined(results, pairwise) -> Restarts:
+    """The :class:`Restarts` of the runs of :func:`_lloyd`, joined along the restart axis;
+    their final (n, K) distances (or None) appended to ``pairwise`` (when given)."""
     if pairwise is not None:
-        pairwise.extend(d for result in results for d in result[4])
-    return tuple(torch.cat(parts) for parts in zip(*(result[:4] for result in results)))
+        pairwise.extend(d for _, distances in results for d in distances)
+    return Restarts(*(torch.cat(parts) for parts in zip(*(runs for runs, _ in results))))
 
 
 def _lloyd_in_two_groups(X, centers, geometry, sample_weight, max_iter, tol, verbose):
@@ -280,4 +304,4 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
     # exact distances for the inertia (see EuclideanGeometry's screen)
     distances = geometry.refine(X, centers, Assignment(labels, distances)).distances
     inertia = distances.to(torch.float64) @ sample_weight.to(torch.float64)
-    return labels, inertia, centers, n_iter, pairwise
+    return Restarts(labels, inertia, centers, n_iter), pairwise

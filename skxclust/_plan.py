@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ._geometry import Geometry
+from ._lloyd import LloydFit
 
 __all__ = ["FitPlan", "FitStatistics", "all_rows", "no_attributes", "no_sums"]
 
@@ -77,12 +78,14 @@ or None, default=None
     auto_n_init : int or None, default=None
         The restarts of ``n_init="auto"``; None: scikit-learn's rule (1 for "k-means++",
         else 10).
-    refine : callable ``(X, sample_weight, geometry, tol, generator, fit, distances) -> fit`` \
-or None, default=None
-        Improves the kept restart ``fit = (labels, inertia, centers, n_iter)`` of an
-        in-memory fit (e.g. split-merge moves); ``distances`` are the (n, K) distances of
-        the rows to its centroids where the Lloyd loop has them (see ``pairwise`` in
-        :func:`skxclust._lloyd.lloyd`), else None. None keeps it.
+    refine : callable ``(X, sample_weight, fit, *, geometry, tol, generator, distances) \
+-> LloydFit`` or None, default=None
+        Improves the kept restart ``fit`` (a :class:`~skxclust._lloyd.LloydFit`) of an
+        in-memory fit, holding its own settings (e.g.
+        :class:`~skxclust._split_merge.SplitMerge`); it is given the fit's geometry, its
+        scaled ``tol``, the generator of the first restart and the (n, K) ``distances``
+        of the rows to the centroids of ``fit`` where the Lloyd loop has them (see
+        ``pairwise`` in :func:`skxclust._lloyd.lloyd`), else None. None keeps the fit.
     subsample : int or None, default=None
         Above this many rows, the in-memory fit runs its restarts on a random subset of
         them, then one Lloyd iteration over every row; None: on every row.
@@ -95,7 +98,7 @@ or None, default=None
     fit_geometry: Geometry | None = None
     seeder: Callable[..., torch.Tensor] | None = None
     auto_n_init: int | None = None
-    refine: Callable[..., tuple] | None = None
+    refine: Callable[..., LloydFit] | None = None
     subsample: int | None = None
     statistics: FitStatistics = FitStatistics()
 

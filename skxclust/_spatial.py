@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from numbers import Integral, Real
 
 import numpy as np
@@ -16,7 +17,7 @@ from ._inference import empty_output
 from ._lloyd import best_restart, lloyd
 from ._plan import FitPlan
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
-from ._split_merge import split_merge
+from ._split_merge import SplitMerge
 from ._validation import resolve_image_shape
 from ._warp_geometry import WarpGeometry, euclidean_kmeans, ward_merge
 from .nn.tps import grid_size_from_landmarks
@@ -371,10 +372,13 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         geometry = self._make_geometry(n_features)  # resolves image_shape
         grid_size_from_landmarks(self.n_landmarks)
         moves = self.split_merge_moves > 0 and self.n_steps > 0
+        split_merge = SplitMerge(  # two-cluster fits seeded by the best of 3 Euclidean runs
+            max_moves=self.split_merge_moves, max_iter=self.max_iter,
+            seed_centers=functools.partial(euclidean_kmeans, n_runs=3), verbose=self.verbose)
         return FitPlan(
             geometry, self._embed, seeder=self._seed_restarts,
             auto_n_init=10 if (isinstance(self.init, str) and self.init == "random") else 1,
-            refine=self._split_merge if moves else None, subsample=self.subsample,
+            refine=split_merge if moves else None, subsample=self.subsample,
             statistics=warp_statistics(self.image_shape, self.beta, n_features))
 
     def _seed_restarts(self, X, sample_weight, generators, init_array, shift):
@@ -399,9 +403,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             rows = torch.randperm(X.shape[0], generator=generator)[:_INIT_ROWS].to(X.device)
             X, sample_weight = X[rows], sample_weight[rows]
         geometry = self._make_geometry(X.shape[1])
-        labels, _, centers, _ = best_restart(lloyd(
-            X, centers[None], geometry, sample_weight, max_iter=1, tol=0.0,
-            desc="SpatialTransformerKMeans init (warped step)"))
+        step = best_restart(lloyd(X, centers[None], geometry, sample_weight, max_iter=1,
+                                  tol=0.0, desc="SpatialTransformerKMeans init (warped step)"))
+        labels, centers = step.labels, step.centers
         weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
         weight.index_add_(0, labels, sample_weight)
         d = geometry.pairwise(centers, centers)
@@ -416,15 +420,6 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             X, fallback, Assignment(group[labels], None), sample_weight  # type: ignore[arg-type]
         )
         return merged
-
-    def _split_merge(self, X, sample_weight, geometry, tol, generator, fit, distances):
-        """Split–merge moves after the Lloyd iterations (see ``split_merge_moves``)."""
-        return split_merge(
-            X, sample_weight, geometry, fit, distances=distances, tol=tol,
-            max_moves=self.split_merge_moves,
-            max_iter=self.max_iter, generator=generator,
-            seed_centers=lambda Xc, k, w, g: euclidean_kmeans(Xc, k, w, g, n_runs=3),
-            verbose=self.verbose)
 
     def _row_scores(self, geometry, X, centers):
         """Laplace log-evidence of each row (see :meth:`score`)."""

@@ -22,12 +22,15 @@ what lets ST K-means recover from an initialisation that merged two digit classe
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 
-from ._lloyd import best_restart, lloyd
+from ._lloyd import LloydFit, best_restart, lloyd
 from ._threads import map_jobs
 
-__all__ = ["split_merge"]
+__all__ = ["SplitMerge"]
 
 # A move is tried when its estimated distortion, before any Lloyd iteration, is within this
 # fraction above the current one: the Lloyd iterations that follow the move lower it
@@ -72,93 +75,91 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
 
     def two_means(job):
         c, members, Xc, wc, share, seeds = job
-        _, inertia, centers, _ = best_restart(lloyd(Xc, seeds[None], geometry, wc,
-                                                    max_iter=2, tol=0.0))
+        two = best_restart(lloyd(Xc, seeds[None], geometry, wc, max_iter=2, tol=0.0))
         before = float((nearest[members].to(torch.float64) * wc.to(torch.float64)).sum())
-        return c, share * (before - float(inertia)), centers
+        return c, share * (before - two.inertia), two.centers
 
     for c, gain, centers in map_jobs(two_means, jobs, X.device, name="skxclust-split"):
         gains[c], halves[c] = gain, centers
     return gains, halves
 
 
-def split_merge(X, sample_weight, geometry, fit, *, tol, max_moves, max_iter, generator,
-                seed_centers, verbose=0, distances=None):
-    """Improve a Lloyd fit by up to ``max_moves`` split–merge moves (see module docstring).
+@dataclass(frozen=True)
+class SplitMerge:
+    """Split–merge moves after Lloyd (see module docstring): a refiner of a
+    :class:`~skxclust._plan.FitPlan`, holding its settings.
 
     Parameters
     ----------
-    X : Tensor of shape (n, D)
-    sample_weight : Tensor of shape (n,)
-    geometry : geometry object of :func:`skxclust._lloyd.lloyd`
-    fit : tuple
-        ``(labels, inertia, centers, n_iter)`` of a single run.
-    tol : float
-        Lloyd tolerance (already scaled).
     max_moves : int
         Moves tried at most; the first move that does not lower the distortion ends it.
     max_iter : int
         Lloyd iterations after each move.
-    generator : torch.Generator
-        Seeds the 2-means splits.
     seed_centers : callable ``seed_centers(X, k, sample_weight, generator) -> (centers, _)``
         Seeding of the two-cluster fits (e.g. Euclidean k-means).
     verbose : int, default=0
-    distances : Tensor of shape (n, K), optional
-        The distances of the rows to the centroids of ``fit``, when the Lloyd loop has
-        them (``pairwise`` of :func:`skxclust._lloyd.lloyd`); None: computed here.
-
-    Returns
-    -------
-    tuple
-        ``(labels, inertia, centers, n_iter)``; ``n_iter`` adds the iterations run after
-        kept moves.
     """
-    labels, inertia, centers, n_iter = fit
-    n_clusters = centers.shape[0]
-    for move in range(max_moves):
-        if n_clusters < 3:
-            break
-        if distances is None:
-            distances = geometry.pairwise(X, centers)
-        nearest = distances.gather(1, labels[:, None])[:, 0]
-        gains, halves = _split_gains(X, sample_weight, labels, nearest, geometry, generator,
-                                     seed_centers)
-        split = int(torch.argmax(gains))
-        if halves[split] is None:
-            break
-        # Distances with the halves in place of the split centroid; removing cluster a
-        # sends each sample to the nearest centroid left.
-        options = torch.cat([distances, geometry.pairwise(X, halves[split])], 1)
-        options[:, split] = torch.inf
-        two = options.topk(2, dim=1, largest=False)
-        w64 = sample_weight.to(torch.float64)
-        best = two.values[:, 0].to(torch.float64)
-        estimate = torch.full((n_clusters,), float(w64 @ best), dtype=torch.float64,
-                              device=X.device)
-        # without cluster a, its samples whose nearest was a fall back to their second
-        extra = w64 * (two.values[:, 1] - two.values[:, 0]).to(torch.float64)
-        lost = two.indices[:, 0]
-        inside = lost < n_clusters
-        estimate.index_add_(0, lost[inside], extra[inside])
-        estimate[split] = torch.inf
-        removed = int(torch.argmin(estimate))
-        if verbose:
-            print(f"Split-merge move {move + 1}: split cluster {split}, remove cluster "
-                  f"{removed}: estimated distortion {float(estimate[removed]):.6g} "
-                  f"(now {float(inertia):.6g})")
-        if not float(estimate[removed]) < (1.0 + _SLACK) * float(inertia):
-            break
-        start = centers.clone()
-        start[split], start[removed] = halves[split][0], halves[split][1]
-        pairwise: list = []  # the (n, K) distances of the new fit, for the next move
-        new_labels, new_inertia, new_centers, extra = best_restart(lloyd(
-            X, start[None], geometry, sample_weight, max_iter, tol, pairwise=pairwise))
-        if verbose:
-            print(f"  distortion {float(inertia):.6g} -> {float(new_inertia):.6g}: "
-                  f"{'kept' if new_inertia < inertia else 'undone'}")
-        if not new_inertia < inertia:
-            break
-        labels, inertia, centers, n_iter = new_labels, new_inertia, new_centers, n_iter + extra
-        distances = pairwise[0]
-    return labels, inertia, centers, n_iter
+
+    max_moves: int
+    max_iter: int
+    seed_centers: Callable[..., tuple]
+    verbose: int = 0
+
+    def __call__(self, X: torch.Tensor, sample_weight: torch.Tensor, fit: LloydFit, *,
+                 geometry, tol: float, generator: torch.Generator,
+                 distances: torch.Tensor | None = None) -> LloydFit:
+        """Improve the Lloyd fit ``fit`` of the rows X (n, D) by up to ``max_moves`` moves.
+
+        ``geometry`` is the fit's (of :func:`skxclust._lloyd.lloyd`), ``tol`` its Lloyd
+        tolerance (already scaled), ``generator`` seeds the 2-means splits; ``distances``
+        (n, K) are those of the rows to the centroids of ``fit`` where the Lloyd loop has
+        them (``pairwise`` of :func:`skxclust._lloyd.lloyd`), None: computed here.
+        Returns the fit after the kept moves, its ``n_iter`` adding their iterations.
+        """
+        n_clusters = fit.centers.shape[0]
+        for move in range(self.max_moves):
+            if n_clusters < 3:
+                break
+            if distances is None:
+                distances = geometry.pairwise(X, fit.centers)
+            nearest = distances.gather(1, fit.labels[:, None])[:, 0]
+            gains, halves = _split_gains(X, sample_weight, fit.labels, nearest, geometry,
+                                         generator, self.seed_centers)
+            split = int(torch.argmax(gains))
+            if halves[split] is None:
+                break
+            # Distances with the halves in place of the split centroid; removing cluster a
+            # sends each sample to the nearest centroid left.
+            options = torch.cat([distances, geometry.pairwise(X, halves[split])], 1)
+            options[:, split] = torch.inf
+            two = options.topk(2, dim=1, largest=False)
+            w64 = sample_weight.to(torch.float64)
+            best = two.values[:, 0].to(torch.float64)
+            estimate = torch.full((n_clusters,), float(w64 @ best), dtype=torch.float64,
+                                  device=X.device)
+            # without cluster a, its samples whose nearest was a fall back to their second
+            extra = w64 * (two.values[:, 1] - two.values[:, 0]).to(torch.float64)
+            lost = two.indices[:, 0]
+            inside = lost < n_clusters
+            estimate.index_add_(0, lost[inside], extra[inside])
+            estimate[split] = torch.inf
+            removed = int(torch.argmin(estimate))
+            if self.verbose:
+                print(f"Split-merge move {move + 1}: split cluster {split}, remove cluster "
+                      f"{removed}: estimated distortion {float(estimate[removed]):.6g} "
+                      f"(now {fit.inertia:.6g})")
+            if not float(estimate[removed]) < (1.0 + _SLACK) * fit.inertia:
+                break
+            start = fit.centers.clone()
+            start[split], start[removed] = halves[split][0], halves[split][1]
+            pairwise: list = []  # the (n, K) distances of the new fit, for the next move
+            moved = best_restart(lloyd(X, start[None], geometry, sample_weight,
+                                       self.max_iter, tol, pairwise=pairwise))
+            if self.verbose:
+                print(f"  distortion {fit.inertia:.6g} -> {moved.inertia:.6g}: "
+                      f"{'kept' if moved.inertia < fit.inertia else 'undone'}")
+            if not moved.inertia < fit.inertia:
+                break
+            fit = moved._replace(n_iter=fit.n_iter + moved.n_iter)
+            distances = pairwise[0]
+        return fit

@@ -45,10 +45,10 @@ def euclidean_kmeans(X, n_clusters, sample_weight, generator, n_runs=10, max_ite
     Xc = X - mean
     tol = scaled_tol(tol, X.shape[0], lambda: Xc.var(dim=0, unbiased=False))
     seeds = kmeans_plusplus_restarts(Xc, n_clusters, sample_weight, [generator] * n_runs)
-    labels, _, centers, _ = best_restart(
+    best = best_restart(
         lloyd(Xc, seeds, EuclideanGeometry(screen=True), sample_weight, max_iter, tol)
     )
-    return centers + mean, labels
+    return best.centers + mean, best.labels
 
 
 def ward_merge(distances: np.ndarray, weights: np.ndarray, n_clusters: int) -> np.ndarray:

@@ -324,6 +324,52 @@ def test_quality_summary_compares_each_split_with_kmeans():
     assert bq.judge("digits", methods)["never_below_kmeans"] is None
 
 
+def test_quality_scores_a_split_by_the_mean_over_its_seeds():
+    """Two seeds per split: a split's held-out ACC is the mean over its seeds; the min over
+    splits is of those means, the worst single fit and the seed spread are kept beside."""
+    from benchmarks import bench_quality as bq
+
+    def fit(split, seed, acc):
+        return {"split": split, "seed": seed, "acc": acc, "nmi": acc, "ari": acc,
+                "labels_acc": acc, "agreement": 1.0, "fit_seconds": 1.0}
+
+    methods = {"kmeans": {"splits": [fit(0, 0, 0.90), fit(0, 100, 0.90),
+                                     fit(1, 1, 0.80), fit(1, 101, 0.80)]},
+               "st_tps": {"splits": [fit(0, 0, 0.95), fit(0, 100, 0.87),
+                                     fit(1, 1, 0.94), fit(1, 101, 0.96)]}}
+    bq.summarise(methods)
+    s = methods["st_tps"]["summary"]
+    assert s["acc_mean"] == pytest.approx(0.93)
+    assert s["acc_min"] == pytest.approx(0.91)  # split 0's mean, not its worst fit
+    assert s["acc_min_fit"] == 0.87 and s["seed_spread_max"] == pytest.approx(0.08)
+    assert s["seeds_per_split"] == 2
+    assert s["splits_below_kmeans"] == 0  # split 0: 0.91 >= 0.90 although one fit is below
+    assert methods["st_tps"]["per_split"] == [
+        {"split": 0, "seeds": 2, "acc_mean": pytest.approx(0.91), "acc_min": 0.87,
+         "acc_max": 0.95},
+        {"split": 1, "seeds": 2, "acc_mean": pytest.approx(0.95), "acc_min": 0.94,
+         "acc_max": 0.96}]
+
+
+def test_quality_fits_each_split_with_seeds_split_plus_stride(monkeypatch):
+    from benchmarks import bench_quality as bq
+
+    calls = []
+
+    def fake_run_split(method, X_tr, y_tr, X_te, y_te, seed, st_params, split=None):
+        calls.append((method, split, seed, len(y_te)))
+        return {"split": split, "seed": seed, "acc": 1.0, "nmi": 1.0, "ari": 1.0,
+                "labels_acc": 1.0, "agreement": 1.0, "fit_seconds": 0.0, "n_iter": 1}, {}
+
+    monkeypatch.setattr(bq, "run_split", fake_run_split)
+    y = np.repeat(np.arange(2), 10)
+    out = bq.run_dataset("digits", np.zeros((20, 3)), y, ["kmeans"], 2, {}, n_seeds=3)
+    assert [(split, seed) for _, split, seed, _ in calls] == [
+        (0, 0), (0, 100), (0, 200), (1, 1), (1, 101), (1, 201)]
+    assert {n_test for *_, n_test in calls} == {4}
+    assert [r["seed"] for r in out["kmeans"]["splits"]] == [0, 100, 200, 1, 101, 201]
+
+
 def test_model_selection_criterion_ranks_by_held_out_acc():
     from benchmarks import bench_model_selection as bm
 

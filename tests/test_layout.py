@@ -105,6 +105,7 @@ def test_no_module_keys_a_cache_on_a_tensors_version_counter():
 ALLOWED_PRIVATE = {
     "_meta",  # a dask array's meta block (sparse blocks are refused)
     "_parameter_constraints",  # scikit-learn's class attribute, extended by subclasses
+    "_replace",  # a NamedTuple's documented copy with fields replaced (e.g. LloydFit)
 }
 
 
@@ -205,6 +206,36 @@ def test_the_tolerance_is_scaled_by_the_data_in_one_place():
     # 1e-4 hard-coded); every fit now calls skxclust._lloyd.scaled_tol
     sites = tolerance_scalings()
     assert len(sites) == 1 and sites[0].startswith("_lloyd.py:"), sites
+
+
+def _fit_drawing() -> str:
+    """The code block of doc/layout.rst's "One ST fit, top to bottom"."""
+    text = (REPO / "doc" / "layout.rst").read_text()
+    section = text.split("One ST fit, top to bottom\n", 1)[1].split("\n---", 1)[0]
+    return section.split(".. code-block:: text", 1)[1].split("\n\n", 2)[1]
+
+
+def test_the_drawing_of_the_fit_names_only_code_that_exists():
+    """Every function, method and file the drawing names is in the package: a rename or a
+    removed step fails here until doc/layout.rst follows."""
+    import re
+
+    drawing = _fit_drawing()
+    files = set(re.findall(r"\[([\w/]+)(?:\.py|\.(\w+))\]", drawing))
+    assert len(files) >= 6
+    for path, name in files:  # [_base.py] or [nn/warp_solver.fit_warps]
+        source = (PACKAGE / f"{path}.py").read_text()
+        assert not name or f"def {name}(" in source, (path, name)
+    steps = re.sub(r"\[[\w/.]+\]", "", drawing)  # the names, without the [file] notes
+    names = set(re.findall(r"\b(_?[a-z]+(?:_[a-z]+)+)\b", steps)) - {
+        "image_shape_", "noise_variance_", "cluster_centers_", "labels_", "inertia_",
+        "n_iter_", "beta_", "n_iter"}
+    source = "\n".join(path.read_text() for path in MODULES)
+    missing = sorted(n for n in names if not re.search(rf"(def|class) {n}\b|\b{n}=", source))
+    assert len(names) >= 10 and not missing, missing
+    classes = set(re.findall(r"\b([A-Z][a-z]+(?:[A-Z][a-z]+)+)\b", steps))
+    assert {"FitPlan", "WarpGeometry", "LloydFit"} <= classes
+    assert not [c for c in classes if f"class {c}" not in source]
 
 
 @pytest.mark.parametrize("path", sorted([*PACKAGE.rglob("*.py"),

@@ -44,7 +44,8 @@ from skxclust.nn.warps import warp_adjoint, warp_grids, warp_normal
 PUBLIC = [
     "EpsilonRule", "GammaRule", "LogMeanExpPool", "MinPool", "NeuralizedKMeans",
     "NeuralizingCanonizer", "PairwiseSquaredDistance", "SoftKMeans", "WarpModel",
-    "ZPlusRule", "cluster_evidence", "fit_warps", "lrp_backward", "make_warp_model",
+    "ZPlusRule", "cluster_evidence", "fit_warps", "lrp_backward", "lrp_trace",
+    "make_warp_model",
     "midpoint_basis", "midpoint_relevance", "neon_relevance", "neuralize", "neuralized_head",
     "softmin_redistribution", "squared_distances", "unwarp_images", "warp_images",
 ]

@@ -39,7 +39,7 @@ from .neuralized import (
     neuralized_head,
     squared_distances,
 )
-from .propagation import lrp_backward
+from .propagation import lrp_backward, lrp_trace
 from .rules import EpsilonRule, GammaRule, ZPlusRule
 from .warp_solver import fit_warps
 from .warps import WarpModel, make_warp_model, unwarp_images, warp_images
@@ -61,6 +61,7 @@ __all__ = [
     "GammaRule",
     "ZPlusRule",
     "lrp_backward",
+    "lrp_trace",
     "midpoint_basis",
     "midpoint_relevance",
     "neon_relevance",

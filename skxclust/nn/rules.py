@@ -15,7 +15,13 @@ copy :math:`\tilde z = \tilde W a + \tilde b` of the layer,
 .. math:: R_{\mathrm{in}} = a \odot \nabla_a\bigl(\tilde z \cdot s\bigr), \qquad
           s = R_{\mathrm{out}} / (\tilde z + \epsilon\,\mathrm{sign}(\tilde z)),
 
-so relevance is conserved up to :math:`\epsilon` and what the biases absorb.
+where an output :math:`\tilde z_j` that is zero to rounding (:func:`zero_outputs`) passes
+no relevance on (:math:`s_j = 0`). Summed over the inputs,
+:math:`\sum_i R_{\mathrm{in},i} = \sum_j s_j (\tilde z_j - \tilde b_j)`, so what a rule
+absorbs is, per output :math:`j`, all of :math:`R_j` where :math:`\tilde z_j` is zero to
+rounding and :math:`R_j (\epsilon\,\mathrm{sign}(\tilde z_j) + \tilde b_j) /
+(\tilde z_j + \epsilon\,\mathrm{sign}(\tilde z_j))` elsewhere: the stabiliser's and the
+(modified) bias's share.
 
 - :class:`EpsilonRule`: the layer itself.
 - :class:`ZPlusRule`: weights clamped at 0, no bias (for non-negative inputs).
@@ -38,7 +44,7 @@ import torch
 from torch import nn
 
 __all__ = ["LRPRule", "EpsilonRule", "ZPlusRule", "GammaRule", "RULES", "check_epsilon",
-           "resolve_rule"]
+           "check_zero_tol", "resolve_rule", "zero_outputs", "zero_tolerance"]
 
 
 @runtime_checkable
@@ -51,11 +57,98 @@ class LRPRule(Protocol):
         ...  # pragma: no cover
 
 
-def gradient_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor,
-                  epsilon: float) -> torch.Tensor:
-    """``a * grad_a(z . s)`` with ``s = R / (z + eps * sign(z))``, ``z = layer(a)``.
+def zero_tolerance(dtype: torch.dtype) -> float:
+    """The default relative tolerance of :func:`zero_outputs`: ``sqrt(eps)`` of ``dtype``.
 
-    The common form of the rules here, for ``layer`` itself or a modified copy of it.
+    About 1.5e-8 in float64 and 3.5e-4 in float32. A dot product of ``n`` terms is exact to
+    ``n * eps / 2`` relative to the sum of the terms' magnitudes (Higham); ``sqrt(eps)``
+    covers that with a wide margin for the layer sizes of feature extractors and for
+    convolution algorithms that round more than a plain dot product (TF32 convolutions on
+    CUDA round more still: use float64 there when conservation matters).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.rules import zero_tolerance
+    >>> zero_tolerance(torch.float64) < 2e-8 < zero_tolerance(torch.float32)
+    True
+    """
+    return math.sqrt(torch.finfo(dtype).eps)
+
+
+def check_zero_tol(zero_tol) -> float | None:
+    """``zero_tol`` of an LRP pass: None (:func:`zero_tolerance` of the dtype) or a real
+    number, finite and >= 0 (TypeError / ValueError otherwise, naming it)."""
+    if zero_tol is None:
+        return None
+    return _check_finite_non_negative(zero_tol, "zero_tol")
+
+
+def _absolute_copy(layer: nn.Module) -> nn.Module | None:
+    """``layer`` with ``|weight|`` and ``|bias|`` (None for a layer without a weight)."""
+    if not isinstance(getattr(layer, "weight", None), torch.Tensor):
+        return None
+    return _modified_copy(layer, torch.abs, torch.abs)
+
+
+def zero_outputs(layer: nn.Module, a: torch.Tensor, z: torch.Tensor,
+                 zero_tol: float | None = None) -> torch.Tensor:
+    """Where the output ``z = layer(a)`` of a Linear / Conv layer is zero to rounding.
+
+    ``|z_j| <= zero_tol * (sum_i |w_ji a_i| + |b_j|)``: below that the sign and size of
+    ``z_j`` are rounding noise of contributions that cancel (e.g. a zero-sum filter over a
+    flat patch gives about 1e-17 instead of 0), and dividing relevance by it, as the rules
+    do, would blow it up. An exactly zero output is always zero here. For a layer without
+    a ``weight`` tensor only exact zeros are.
+
+    Parameters
+    ----------
+    layer : nn.Module
+        A Linear / Conv layer (or a modified copy of one).
+    a : Tensor of shape (B, ...)
+        Its input.
+    z : Tensor
+        ``layer(a)``.
+    zero_tol : float, optional
+        Relative tolerance; None: :func:`zero_tolerance` of ``z.dtype``.
+
+    Returns
+    -------
+    BoolTensor of the shape of ``z``
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.rules import zero_outputs
+    >>> edge = torch.nn.Linear(3, 1, bias=False, dtype=torch.float64)
+    >>> _ = edge.weight.data.copy_(torch.tensor([[0.1, 0.2, -0.3]], dtype=torch.float64))
+    >>> a = torch.tensor([[0.7, 0.7, 0.7], [0.7, 0.7, 0.1]], dtype=torch.float64)
+    >>> z = edge(a).detach()
+    >>> 0 < abs(float(z[0, 0])) < 1e-15  # zero but for rounding
+    True
+    >>> zero_outputs(edge, a, z).flatten().tolist()
+    [True, False]
+    """
+    if zero_tol is None:
+        zero_tol = zero_tolerance(z.dtype)
+    absolute = _absolute_copy(layer)
+    if absolute is None:
+        return z == 0
+    with torch.no_grad():
+        scale = absolute(a.detach().abs())
+    return z.detach().abs() <= zero_tol * scale
+
+
+def gradient_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor,
+                  epsilon: float, zero_tol: float | None = None) -> torch.Tensor:
+    """``a * grad_a(z . s)`` with ``s = R / (z + eps * sign(z))``, ``z = layer(a)``, and
+    ``s = 0`` where ``z`` is zero to rounding (:func:`zero_outputs` with ``zero_tol``).
+
+    The common form of the rules here, for ``layer`` itself or a modified copy of it. The
+    input relevance sums to ``sum_j s_j (z_j - b_j)``: the outputs that are zero to
+    rounding pass nothing on, the others all of ``R_j`` but the share
+    ``R_j (eps * sign(z_j) + b_j) / (z_j + eps * sign(z_j))`` of the stabiliser and the
+    bias.
 
     Examples
     --------
@@ -72,9 +165,10 @@ def gradient_rule(layer: nn.Module, a: torch.Tensor, relevance: torch.Tensor,
         z = layer(a)
         sign = torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
         denominator = (z + epsilon * sign).detach()
-        # z == 0 with epsilon == 0 (e.g. a bias-free layer on an all-zero input): no input
-        # has a share of that output, so its relevance is not passed on (not 0 * inf = NaN)
-        zero = denominator == 0
+        # an output that is zero to rounding (or exactly, as from a bias-free layer on an
+        # all-zero input, also with epsilon == 0) has no input share to pass its relevance
+        # to: it is absorbed (not divided by about epsilon, nor 0 * inf = NaN)
+        zero = zero_outputs(layer, a, z, zero_tol) | (denominator == 0)
         s = torch.where(zero, 0.0, relevance / torch.where(zero, 1.0, denominator))
         (grad,) = torch.autograd.grad(z, a, grad_outputs=s)
     return (a * grad).detach()
