@@ -30,8 +30,9 @@ scored by the mean over its seeds. Methods:
 Labels are never used in fitting or selection, only to score. Per split and method the
 JSON holds the held-out ``predict`` ACC (Hungarian matching,
 :func:`skxclust.metrics.clustering_accuracy`), NMI and ARI; the ACC of ``labels_`` on the
-training rows; the agreement of ``predict(X_train)`` with ``labels_`` (the fitted model
-is the model that ``predict`` uses: issue 12 asks for >= 0.995); fit seconds; ``n_iter_``;
+training rows; ``inertia_`` (is a worse fit of a split a worse optimum?); the agreement
+of ``predict(X_train)`` with ``labels_`` (the fitted model is the model that ``predict``
+uses: issue 12 asks for >= 0.995); fit seconds; ``n_iter_``;
 and for ST the training-row ACC after every Lloyd assignment (iteration 0 is the
 assignment to the initial centroids). Per method and split: the mean, min and max over the
 seeds (``per_split``). Per method: the mean over every fit and the min over the splits (of
@@ -174,7 +175,7 @@ def run_split(method, X_tr, y_tr, X_te, y_te, seed, st_params, split=None) -> di
               "predict_train_acc": float(clustering_accuracy(y_tr, train_pred)),
               "agreement": float(np.mean(train_pred == est.labels_)),
               "fit_seconds": fit_seconds, "predict_seconds": predict_seconds,
-              "n_iter": int(est.n_iter_)}
+              "n_iter": int(est.n_iter_), "inertia": float(est.inertia_)}
     if method != "kmeans":
         record["acc_per_iteration"] = [round(float(clustering_accuracy(y_tr, labels)), 4)
                                        for labels in est._assignments]
