@@ -187,12 +187,17 @@ def split_of(record: dict) -> int:
     return record.get("split", record["seed"])
 
 
+def by_split(splits: list[dict], key: str = "acc") -> dict[int, list[float]]:
+    """``{split: [key of each of its fits]}``, in split order."""
+    values: dict[int, list[float]] = {}
+    for record in splits:
+        values.setdefault(split_of(record), []).append(record[key])
+    return dict(sorted(values.items()))
+
+
 def split_means(splits: list[dict], key: str = "acc") -> dict[int, float]:
     """``{split: mean of key over its seeds}``, in split order."""
-    by_split: dict[int, list[float]] = {}
-    for record in splits:
-        by_split.setdefault(split_of(record), []).append(record[key])
-    return {s: float(np.mean(v)) for s, v in sorted(by_split.items())}
+    return {s: float(np.mean(v)) for s, v in by_split(splits, key).items()}
 
 
 def summarise(methods: dict) -> None:
@@ -207,12 +212,10 @@ def summarise(methods: dict) -> None:
             means = split_means(splits, key)
             summary[f"{key}_mean"] = float(np.mean([s[key] for s in splits]))
             summary[f"{key}_min"] = min(means.values())
-        accs: dict[int, list[float]] = {}
-        for record in splits:
-            accs.setdefault(split_of(record), []).append(record["acc"])
+        accs = by_split(splits)
         m["per_split"] = [{"split": s, "seeds": len(v), "acc_mean": float(np.mean(v)),
                            "acc_min": min(v), "acc_max": max(v)}
-                          for s, v in sorted(accs.items())]
+                          for s, v in accs.items()]
         summary["acc_min_fit"] = min(s["acc"] for s in splits)
         summary["seeds_per_split"] = min(len(v) for v in accs.values())
         summary["seed_spread_max"] = max(max(v) - min(v) for v in accs.values())
