@@ -87,8 +87,10 @@ class Geometry:
 
     def refine(self, X: torch.Tensor, centers: torch.Tensor,
                assignment: Assignment) -> Assignment:
-        """``assignment`` with exact distances where :meth:`assign` approximated them
-        (default: unchanged)."""
+        """The final assignment of a Lloyd run to its final ``centers``, from the run's
+        last ``assignment``: exact where the run's passes approximated (the screened
+        distances of a Euclidean pass; the warps a ST run continued from pass to pass,
+        fitted afresh). Default: unchanged."""
         return assignment
 
     # -- centroid update ------------------------------------------------------------
@@ -214,8 +216,19 @@ class _OneRestart(Geometry):
     def __init__(self, geometry: Geometry):
         self.geometry = geometry
 
+    def for_rows(self, X, sample_weight):
+        return _OneRestart(self.geometry.for_rows(X, sample_weight))
+
     def assign(self, X, centers):
-        a = self.geometry.assign(X, centers[0])
+        return self._batched(self.geometry.assign(X, centers[0]))
+
+    def refine(self, X, centers, assignment):
+        single = Assignment(assignment.labels[0], assignment.distances[0], assignment.state)
+        return self._batched(self.geometry.refine(X, centers[0], single))
+
+    @staticmethod
+    def _batched(a: Assignment) -> Assignment:
+        """A one-restart assignment with its restart axis."""
         return Assignment(a.labels[None], a.distances[None], a.state,
                           None if a.pairwise is None else a.pairwise[None])
 

@@ -301,7 +301,11 @@ def _lloyd(X, centers, geometry, sample_weight, max_iter, tol, verbose, history,
         return new_centers, new, (new.labels == cur.labels).all(dim=1), inertia
 
     n_iter = lloyd_iterations(centers, first, step, max_iter, tol, verbose, desc)
-    # exact distances for the inertia (see EuclideanGeometry's screen)
-    distances = geometry.refine(X, centers, Assignment(labels, distances)).distances
+    # the run's final assignment, exact where its passes approximated (Geometry.refine):
+    # its labels and distances are what the estimator's predict gives
+    final = geometry.refine(X, centers, Assignment(labels, distances))
+    labels, distances = final.labels, final.distances
+    if final.pairwise is not None:
+        pairwise = list(final.pairwise)
     inertia = distances.to(torch.float64) @ sample_weight.to(torch.float64)
     return Restarts(labels, inertia, centers, n_iter), pairwise

@@ -14,7 +14,6 @@ from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
 from ._geometry import Assignment
 from ._inference import empty_output
-from ._lloyd import best_restart, lloyd
 from ._plan import FitPlan
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import SplitMerge
@@ -396,18 +395,16 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         centers, labels = euclidean_kmeans(X, n_over, sample_weight, generator)
         if n_over == self.n_clusters:
             return centers
-        # One warped Lloyd step sharpens the over-segmentation, then its clusters are merged
-        # by warped distances between their centroids. The step runs on at most
+        # One warped assignment and update sharpen the over-segmentation, then its clusters
+        # are merged by warped distances between the updated centroids. It runs on at most
         # _INIT_ROWS random rows: it only has to place 2K centroids.
         if X.shape[0] > _INIT_ROWS:
             rows = torch.randperm(X.shape[0], generator=generator)[:_INIT_ROWS].to(X.device)
             X, sample_weight = X[rows], sample_weight[rows]
         geometry = self._make_geometry(X.shape[1])
-        step = best_restart(lloyd(X, centers[None], geometry, sample_weight, max_iter=1,
-                                  tol=0.0, desc="SpatialTransformerKMeans init (warped step)"))
-        labels, centers = step.labels, step.centers
-        weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
-        weight.index_add_(0, labels, sample_weight)
+        assignment = geometry.assign(X, centers)
+        centers, weight = geometry.update(X, centers, assignment, sample_weight)
+        labels = assignment.labels  # (an over-segment without members keeps its centroid)
         d = geometry.pairwise(centers, centers)
         between = (0.5 * (d + d.T)).cpu().to(torch.float64).numpy()
         group = torch.as_tensor(ward_merge(between, weight.cpu().to(torch.float64).numpy(),

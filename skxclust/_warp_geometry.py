@@ -7,6 +7,7 @@ default ``"k-means+merge"`` initialisation of :class:`skxclust.SpatialTransforme
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 
@@ -27,6 +28,7 @@ from .nn.centroid_update import (
 )
 from .nn.pyramid import coarse_shape
 from .nn.warp_evidence import warp_log_volume
+from .nn.warp_refit import refit_warps
 from .nn.warp_solver import fit_warps, pair_scale, warp_energy
 from .nn.warps import make_warp_model, unwarp_images
 
@@ -97,8 +99,11 @@ class WarpGeometry(Geometry):
     onto the sample (the sample is never resampled), and the warp is the optimum of this
     regularised fit (:func:`skxclust.nn.warp_solver.fit_warps`).
 
-    Every assignment fits the warps afresh, nothing is carried over from an earlier one, so
-    a fit assigns its rows exactly as ``predict`` assigns new ones.
+    An assignment fits the warps afresh, from the identity (``predict``'s schedule). Within
+    one Lloyd run (:meth:`for_rows`) the passes after the first continue every pair's warp
+    from the previous pass (:func:`skxclust.nn.warp_refit.refit_warps`), and the run's
+    final assignment (:meth:`refine`) fits afresh again, so a fit assigns its rows exactly
+    as ``predict`` assigns new ones.
 
     The update is split into sufficient statistics that add up over row blocks
     (:meth:`partial_sums`: ``sum_i w_i S_i^T x_i`` and the per-pixel weight
@@ -130,6 +135,15 @@ class WarpGeometry(Geometry):
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
         self.verbose = verbose
         self._models: dict = {}
+        # within one Lloyd run (for_rows): the warps of every pair of the last pass,
+        # (n, K, n_basis, ndim), or None before the first; and whether it was continued
+        self._run: dict | None = None
+
+    @property
+    def warm_steps(self) -> int:
+        """Levenberg–Marquardt steps of a pass continued from the previous pass's warps
+        (a quarter of ``n_steps``, rounded up)."""
+        return -(-self.n_steps // 4)
 
     def model(self, X: torch.Tensor, shape=None):
         """The warp model for the dtype and device of ``X`` (built once), on the image
@@ -159,7 +173,8 @@ class WarpGeometry(Geometry):
         building one costs 15-40 ms; they are read-only)."""
         self._models = cache
 
-    def pair_warps(self, X: torch.Tensor, centers: torch.Tensor):
+    def pair_warps(self, X: torch.Tensor, centers: torch.Tensor,
+                   start: torch.Tensor | None = None):
         """The regularised warp fits of the rows of one chunk to every centroid.
 
         Screened as :meth:`assign` screens (``screen_ratio``, ``n_candidates``), so the
@@ -170,6 +185,10 @@ class WarpGeometry(Geometry):
         X : Tensor of shape (B, P)
             A chunk of at most ``batch_size`` rows (memory is O(B * K * P)).
         centers : Tensor of shape (K, P)
+        start : Tensor of shape (B, K, n_basis, ndim), optional
+            Warps to continue from (:attr:`warm_steps` steps at full resolution, see
+            :func:`~skxclust.nn.warp_refit.refit_warps`); None: the full schedule from the
+            identity.
 
         Returns
         -------
@@ -185,15 +204,23 @@ class WarpGeometry(Geometry):
             scale = pair_scale(X, centers)  # (the fit is scale-invariant, see fit_warps)
             Xs, Cs = (X / scale).to(solve), (centers / scale).to(solve)
             penalty = (contrast / (scale * scale)).to(solve)
-        energies, warps = fit_warps(
-            Xs, Cs, self.model(Xs), penalty=penalty,
-            bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
-            n_steps=self.n_steps, affine_steps=self.affine_steps,
-            n_candidates=self.n_candidates, screen_ratio=self.screen_ratio,
-            screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
-            coarse=self.coarse_model(Xs),
-            coarse_steps=self.coarse_steps or 0,
-        )
+        if start is None:
+            energies, warps = fit_warps(
+                Xs, Cs, self.model(Xs), penalty=penalty,
+                bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
+                n_steps=self.n_steps, affine_steps=self.affine_steps,
+                n_candidates=self.n_candidates, screen_ratio=self.screen_ratio,
+                screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
+                coarse=self.coarse_model(Xs),
+                coarse_steps=self.coarse_steps or 0,
+            )
+        else:
+            energies, warps = refit_warps(
+                Xs, Cs, self.model(Xs), start, penalty=penalty,
+                bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
+                n_steps=self.warm_steps, n_candidates=self.n_candidates,
+                screen_ratio=self.screen_ratio, damping=1e-4 / self.learning_rate,
+            )
         if solve == X.dtype:
             return energies, warps
         # the distances of the fitted warps, evaluated in the dtype of X
@@ -259,24 +286,66 @@ class WarpGeometry(Geometry):
                                          X, desc="SpatialTransformerKMeans: aligning",
                                          n_centers=centers.shape[0]))
 
+    def for_rows(self, X: torch.Tensor, sample_weight: torch.Tensor) -> WarpGeometry:
+        """This geometry for the passes of one Lloyd run over the rows X, and no others.
+
+        Its first :meth:`assign` fits afresh; each later one continues every (row,
+        centroid) pair from the warp of the previous pass (:attr:`warm_steps` steps, see
+        :func:`~skxclust.nn.warp_refit.refit_warps`), which costs about a sixth of a fresh
+        pass; it keeps those warps, (n, K, n_basis, ndim), between passes. Its
+        :meth:`refine` then assigns afresh. The warp models are shared with this geometry.
+        """
+        run = copy.copy(self)  # shares the model cache (read-only models)
+        run._run = {"warps": None, "continued": False}
+        return run
+
+    def refine(self, X: torch.Tensor, centers: torch.Tensor,
+               assignment: Assignment) -> Assignment:
+        """The final assignment of a Lloyd run: ``assignment`` when it was fitted afresh,
+        else a fresh :meth:`assign` (labels and distances as ``predict`` gives them)."""
+        if self._run is None or not self._run["continued"]:
+            return assignment
+        return self._fresh().assign(X, centers)
+
+    def _fresh(self) -> WarpGeometry:
+        """This geometry outside any Lloyd run (every assignment from the identity)."""
+        fresh = copy.copy(self)
+        fresh._run = None
+        return fresh
+
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
-        """Labels, distances and the warp of every sample to its assigned centroid."""
+        """Labels, distances and the warp of every sample to its assigned centroid.
+
+        Fitted afresh, or within a Lloyd run (:meth:`for_rows`) continued from the warps
+        of the run's previous pass."""
         t0 = time.perf_counter()
-        n = X.shape[0]
+        n, n_centers = X.shape[0], centers.shape[0]
         labels = torch.empty(n, dtype=torch.long, device=X.device)
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
-        distances = X.new_empty(n, centers.shape[0])
+        distances = X.new_empty(n, n_centers)
+        run = self._run
+        start = None if run is None else run["warps"]
+        if start is not None and start.shape[:2] != (n, n_centers):
+            start = None  # other rows or centroids: nothing to continue from
+        model = self.model(X)
+        kept = None
+        if run is not None:
+            kept = X.new_empty(n, n_centers, model.n_basis, model.ndim)
 
         def chunk(rows):  # each chunk writes its own rows and returns its warps
-            losses, warps = self.pair_warps(X[rows], centers)
+            losses, warps = self.pair_warps(X[rows], centers,
+                                            None if start is None else start[rows])
             distances[rows] = losses
             dists[rows], labels[rows] = losses.min(dim=1)
+            if kept is not None:
+                kept[rows] = warps
             return warps[torch.arange(warps.shape[0], device=X.device), labels[rows]]
 
         # (the warp model is built in map_chunks, with the threads of the pass)
         warps = self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning",
-                                n_centers=centers.shape[0])
-        model = self.model(X)
+                                n_centers=n_centers)
+        if run is not None:
+            run["warps"], run["continued"] = kept, start is not None
         params = torch.cat(warps) if warps else X.new_empty(0, model.n_basis, model.ndim)
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
