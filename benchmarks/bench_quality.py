@@ -88,6 +88,7 @@ from benchmarks._common import (  # noqa: E402
     write_json,
 )
 from skxclust import SpatialTransformerKMeans  # noqa: E402
+from skxclust._warp_geometry import WarpGeometry  # noqa: E402
 from skxclust.datasets import stratified_subset  # noqa: E402
 from skxclust.metrics import clustering_accuracy  # noqa: E402
 
@@ -117,23 +118,31 @@ QUICK_SEEDS = 1
 QUICK_ST = {"max_iter": 2, "n_steps": 4}
 
 
+class _RecordingGeometry(WarpGeometry):
+    """A WarpGeometry that hands every assignment's labels to its ``owner`` (a class, so
+    the copies a Lloyd run makes of it, :meth:`WarpGeometry.for_rows`, record too)."""
+
+    owner: RecordingSTKMeans
+
+    def assign(self, X, centers):
+        out = super().assign(X, centers)
+        owner = self.owner
+        if (getattr(owner, "_recording", False) and X.shape[0] == owner._n_train
+                and centers.shape[0] == owner.n_clusters):
+            owner._assignments.append(out.labels.cpu().numpy().copy())
+        return out
+
+
 class RecordingSTKMeans(SpatialTransformerKMeans):
     """Benchmark-only subclass: during ``fit``, keeps the labels of every assignment of the
     training rows to ``n_clusters`` centroids (the over-segmentation of the initialisation
-    is skipped, and so are ``predict`` calls after ``fit``)."""
+    is skipped, and so are ``predict`` calls after ``fit``): the Lloyd passes, then the
+    fresh final assignment of each run."""
 
     def _make_geometry(self, n_features):
         geometry = super()._make_geometry(n_features)
-        assign = geometry.assign
-
-        def recording_assign(X, centers):
-            out = assign(X, centers)
-            if (getattr(self, "_recording", False) and X.shape[0] == self._n_train
-                    and centers.shape[0] == self.n_clusters):
-                self._assignments.append(out.labels.cpu().numpy().copy())
-            return out
-
-        geometry.assign = recording_assign
+        geometry.__class__ = _RecordingGeometry  # same state, recording assign
+        geometry.owner = self
         return geometry
 
     def fit(self, X, y=None, sample_weight=None):

@@ -1,0 +1,162 @@
+"""The passes of an ST Lloyd run after the first continue each pair's warp from the previous
+pass (``refit_warps``); the run's final assignment fits afresh, as ``predict`` does."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+
+import skxclust._warp_geometry as warp_geometry
+from skxclust import SpatialTransformerKMeans
+from skxclust.nn.tps import pixel_grid
+from skxclust.nn.warp_refit import refit_warps
+from skxclust.nn.warp_solver import fit_warps, warp_energy
+from skxclust.nn.warps import make_warp_model
+
+F64 = torch.float64
+SHAPE = (12, 12)
+
+
+def blobs(centres, width=0.08):
+    p = pixel_grid(SHAPE, 2, F64)
+    return torch.stack([torch.exp(-((p - torch.tensor(c, dtype=F64)) ** 2).sum(1) / width)
+                        for c in centres])
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    """Samples, centroids, a model and a short first fit of every pair (its warps)."""
+    g = torch.Generator().manual_seed(0)
+    samples = blobs((torch.rand(6, 2, generator=g, dtype=F64) * 0.6 - 0.3).tolist())
+    centroids = blobs([(0.0, 0.0), (0.2, -0.1), (-0.25, 0.2)])
+    model = make_warp_model(SHAPE, 9, "tps", F64)
+    _, warps = fit_warps(samples, centroids, model, penalty=1e-2, n_steps=2)
+    return samples, centroids, model, warps
+
+
+def start_energy(pairs):
+    samples, centroids, model, warps = pairs
+    return warp_energy(samples, centroids, model, warps, 1e-2)
+
+
+@pytest.mark.parametrize("screen", [{}, {"screen_ratio": 1.5}, {"n_candidates": 1}])
+def test_refit_never_raises_a_pairs_energy_above_its_start(pairs, screen):
+    samples, centroids, model, warps = pairs
+    energy, _ = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=4,
+                            **screen)
+    assert bool((energy <= start_energy(pairs) * (1 + 1e-12)).all())
+
+
+def test_refit_lowers_the_energy_of_an_unconverged_start(pairs):
+    samples, centroids, model, warps = pairs
+    energy, _ = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=6)
+    # (some pairs are far apart and stay where they are; the near ones move on)
+    assert int((energy < 0.95 * start_energy(pairs)).sum()) >= 4
+
+
+def test_refit_returns_the_energy_of_the_warps_it_returns(pairs):
+    samples, centroids, model, warps = pairs
+    energy, params = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=3,
+                                 screen_ratio=2.0)
+    torch.testing.assert_close(energy, warp_energy(samples, centroids, model, params, 1e-2))
+
+
+def test_refit_screens_on_the_starting_energies_and_keeps_the_others_start(pairs):
+    samples, centroids, model, warps = pairs
+    start = start_energy(pairs)
+    _, params = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=3,
+                            screen_ratio=1.2)
+    lowest = start.min(dim=1, keepdim=True).values
+    dropped = start > lowest + 0.2 * lowest.abs()
+    assert bool(dropped.any()) and bool((~dropped).any())
+    torch.testing.assert_close(params[dropped], warps[dropped], rtol=0, atol=0)
+    assert not torch.equal(params[~dropped], warps[~dropped])
+
+
+def test_refit_with_no_steps_evaluates_its_start(pairs):
+    samples, centroids, model, warps = pairs
+    energy, params = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=0)
+    torch.testing.assert_close(params, warps, rtol=0, atol=0)
+    torch.testing.assert_close(energy, start_energy(pairs))
+
+
+def test_refit_refuses_start_warps_of_another_shape(pairs):
+    samples, centroids, model, warps = pairs
+    with pytest.raises(ValueError, match="K"):
+        refit_warps(samples, centroids[:2], model, warps, penalty=1e-2)
+
+
+# -- within a Lloyd run ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def digits():
+    X = torch.as_tensor(load_digits().data[:120], dtype=F64)
+    est = SpatialTransformerKMeans(4, n_landmarks=9, random_state=0)
+    geometry = est._make_geometry(64)
+    return X, X[[0, 30, 60, 90]], geometry
+
+
+def counting(monkeypatch):
+    """Count the calls of fit_warps (fresh) and refit_warps (continued) of the geometry."""
+    calls = {"fresh": 0, "continued": 0}
+
+    def wrap(name, fn):
+        def counted(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return counted
+
+    monkeypatch.setattr(warp_geometry, "fit_warps", wrap("fresh", warp_geometry.fit_warps))
+    monkeypatch.setattr(warp_geometry, "refit_warps",
+                        wrap("continued", warp_geometry.refit_warps))
+    return calls
+
+
+def test_a_runs_first_pass_is_fresh_and_the_next_ones_continue(digits, monkeypatch):
+    X, C, geometry = digits
+    run = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
+    calls = counting(monkeypatch)
+    first = run.assign(X, C)
+    assert calls == {"fresh": 2, "continued": 0}  # two chunks of 64 rows
+    run.assign(X, C + 0.1)
+    assert calls == {"fresh": 2, "continued": 2}
+    # the geometry outside the run, and a run's other rows, fit afresh
+    geometry.assign(X, C)
+    run.assign(X[:50], C)
+    assert calls == {"fresh": 5, "continued": 2}
+    assert first.labels.shape == (X.shape[0],)
+
+
+def test_a_runs_refine_assigns_afresh_after_continued_passes(digits):
+    X, C, geometry = digits
+    run = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
+    first = run.assign(X, C)
+    assert run.refine(X, C, first) is first  # the last pass was fresh: kept
+    moved = C * 0.9 + 0.1 * X[[1, 31, 61, 91]]
+    continued = run.assign(X, moved)
+    final = run.refine(X, moved, continued)
+    fresh = geometry.assign(X, moved)
+    torch.testing.assert_close(final.labels, fresh.labels, rtol=0, atol=0)
+    torch.testing.assert_close(final.distances, fresh.distances, rtol=0, atol=0)
+    torch.testing.assert_close(final.pairwise, fresh.pairwise, rtol=0, atol=0)
+    # the continued pass reached lower energies from its better start on most rows
+    assert float(continued.distances.sum()) <= float(fresh.distances.sum()) * 1.001
+
+
+def test_a_fit_continues_its_lloyd_passes(monkeypatch):
+    X = load_digits().data[:150]
+    calls = counting(monkeypatch)
+    SpatialTransformerKMeans(4, n_landmarks=9, max_iter=3, split_merge_moves=0,
+                             random_state=0).fit(X)
+    # 3 Lloyd iterations: 3 continued passes of 3 chunks of 64 rows, 9 calls
+    assert calls["continued"] == 9
+
+
+@pytest.mark.parametrize("moves", [0, 2])
+def test_inertia_and_labels_are_those_of_the_fresh_assignment(moves):
+    X = load_digits().data[:200]
+    st = SpatialTransformerKMeans(5, n_landmarks=9, max_iter=4, split_merge_moves=moves,
+                                  random_state=0).fit(X)
+    distances = st.transform(X) ** 2
+    np.testing.assert_array_equal(st.labels_, st.predict(X))
+    np.testing.assert_array_equal(st.labels_, distances.argmin(1))
+    assert st.inertia_ == pytest.approx(float(distances.min(1).sum()), rel=1e-9)
