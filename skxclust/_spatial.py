@@ -395,16 +395,21 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         centers, labels = euclidean_kmeans(X, n_over, sample_weight, generator)
         if n_over == self.n_clusters:
             return centers
-        # One warped assignment and update sharpen the over-segmentation, then its clusters
-        # are merged by warped distances between the updated centroids. It runs on at most
-        # _INIT_ROWS random rows: it only has to place 2K centroids.
+        # One warped Lloyd step sharpens the over-segmentation (an assignment, the update,
+        # and the assignment to the updated centroids, continued from the first one's
+        # warps: see WarpGeometry.for_rows), then its clusters are merged by warped
+        # distances between their centroids. It runs on at most _INIT_ROWS random rows:
+        # it only has to place 2K centroids.
         if X.shape[0] > _INIT_ROWS:
             rows = torch.randperm(X.shape[0], generator=generator)[:_INIT_ROWS].to(X.device)
             X, sample_weight = X[rows], sample_weight[rows]
         geometry = self._make_geometry(X.shape[1])
-        assignment = geometry.assign(X, centers)
-        centers, weight = geometry.update(X, centers, assignment, sample_weight)
-        labels = assignment.labels  # (an over-segment without members keeps its centroid)
+        run = geometry.for_rows(X, sample_weight)
+        assignment = run.assign(X, centers)
+        centers, _ = run.update(X, centers, assignment, sample_weight)
+        labels = run.assign(X, centers).labels
+        weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
+        weight.index_add_(0, labels, sample_weight)
         d = geometry.pairwise(centers, centers)
         between = (0.5 * (d + d.T)).cpu().to(torch.float64).numpy()
         group = torch.as_tensor(ward_merge(between, weight.cpu().to(torch.float64).numpy(),
