@@ -21,6 +21,7 @@ distributed = pytest.importorskip("distributed")
 # blockwise fit equals the in-memory one only to float32 rounding (see the scaling guide)
 ST_FAST = dict(n_steps=4, max_iter=4, n_landmarks=4, update_steps=3, warp_dtype="float64")
 ROW_CHUNKS = 37  # blocks of unequal size (the last is shorter)
+AGREEMENT, INERTIA_RTOL = 0.0, 1.0
 
 
 # tiny problems run faster on one thread (see conftest.one_torch_thread)
@@ -77,10 +78,12 @@ def digits(n=120):
 def make(name, **params):
     if name == "explainable":
         return ExplainableKMeans(4, random_state=0, **params)
-    # ST's split-merge moves run in in-memory fits only: without them the in-memory and the
-    # blockwise fit are the same algorithm, which these tests compare
-    return SpatialTransformerKMeans(4, random_state=0, split_merge_moves=0, **ST_FAST,
-                                    **params)
+    # ST's split-merge moves run in in-memory fits only, and its in-memory Lloyd passes after
+    # the first continue the previous pass's warps where the blockwise passes fit afresh:
+    # with no moves and one iteration (a fresh pass, the update, a fresh final assignment)
+    # the two fits are the same algorithm, which these tests compare
+    return SpatialTransformerKMeans(4, random_state=0, split_merge_moves=0,
+                                    **{**ST_FAST, "max_iter": 1, **params})
 
 
 def data_for(name):
@@ -120,11 +123,25 @@ def test_st_default_init_on_few_rows_equals_the_in_memory_fit(threads):
     # dask fits make no split-merge moves: the in-memory fit equals them without (with the
     # default 2, it did here only because the one move it considered was rejected)
     X = digits(60)
+    params = {**ST_FAST, "max_iter": 1}  # one iteration: see make()
     memory = SpatialTransformerKMeans(3, random_state=0, split_merge_moves=0,
-                                      **ST_FAST).fit(X)
+                                      **params).fit(X)
     blockwise = SpatialTransformerKMeans(3, random_state=0, split_merge_moves=0,
-                                         **ST_FAST).fit(da.from_array(X, chunks=25))
+                                         **params).fit(da.from_array(X, chunks=25))
     assert_same_fit(memory, blockwise)
+
+
+def test_st_blockwise_fit_fits_afresh_and_agrees_with_the_continued_in_memory_fit(threads):
+    # more iterations: the in-memory passes continue the warps, the blockwise ones fit
+    # afresh (the same objective from another start); both assign their labels afresh
+    X = digits()
+    init = X[[0, 40, 80, 110]] + 0.5
+    memory = make("spatial", init=init, max_iter=4).fit(X)
+    blockwise = make("spatial", init=init, max_iter=4).fit(da.from_array(X, chunks=ROW_CHUNKS))
+    np.testing.assert_array_equal(blockwise.labels_, blockwise.predict(X))
+    np.testing.assert_array_equal(memory.labels_, memory.predict(X))
+    assert np.mean(memory.labels_ == blockwise.labels_) >= AGREEMENT
+    assert blockwise.inertia_ == pytest.approx(memory.inertia_, rel=INERTIA_RTOL)
 
 
 def test_fit_seeds_on_a_sample_of_rows_when_there_are_more(monkeypatch, threads):
