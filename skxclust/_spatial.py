@@ -65,12 +65,18 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     that does not lower the distortion for the fixed warps; ``update_steps``
     conjugate-gradient steps go on towards the least-squares solution of
     :math:`(\sum_i S_i^\top S_i)\,\mu = \sum_i S_i^\top x_i` (off by default, see
-    ``update_steps``). Every assignment fits the warps afresh, exactly as :meth:`predict`
-    does on new rows, so ``labels_`` is ``predict(X_train)``.
+    ``update_steps``). The first assignment of a Lloyd run fits every pair's warp from the
+    identity, exactly as :meth:`predict` does on new rows; the passes after it continue
+    each pair from the warp the previous pass reached (a quarter of ``n_steps``
+    Levenberg–Marquardt steps at full resolution: the same energy minimised from a closer
+    start, at about a sixth of the cost), and the run ends with an assignment from the
+    identity again, so ``labels_`` is ``predict(X_train)`` and ``inertia_`` its
+    distortion.
 
     The default initialisation over-segments with Euclidean k-means (``2 * n_clusters``
     clusters, best inertia of 10 k-means++ runs), sharpens the over-segmentation by one
-    warped Lloyd step (on at most 2000 random rows), and merges the clusters whose union
+    warped Lloyd step (on at most 2000 random rows; its second assignment continued from
+    the first's warps), and merges the clusters whose union
     raises the warped distortion least (Ward criterion on warped distances between
     centroids), so variants of one shape (e.g. slanted and upright digits) start in one
     cluster.

@@ -21,7 +21,9 @@ distributed = pytest.importorskip("distributed")
 # blockwise fit equals the in-memory one only to float32 rounding (see the scaling guide)
 ST_FAST = dict(n_steps=4, max_iter=4, n_landmarks=4, update_steps=3, warp_dtype="float64")
 ROW_CHUNKS = 37  # blocks of unequal size (the last is shorter)
-AGREEMENT, INERTIA_RTOL = 0.0, 1.0
+# the continued in-memory fit and the fresh blockwise one end in nearby optima (digits,
+# ST_FAST, 4 iterations: 89 % of labels agree, inertia 3 % apart)
+AGREEMENT, INERTIA_RTOL = 0.85, 0.1
 
 
 # tiny problems run faster on one thread (see conftest.one_torch_thread)

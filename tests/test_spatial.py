@@ -127,9 +127,10 @@ def test_one_dimensional_signals_cluster_by_shape_not_position():
 
 
 def test_distortion_settles_over_lloyd_iterations(shapes):
-    # Every assignment fits the warps afresh (nothing remembered from the previous
-    # iteration, so that fit assigns exactly as predict does): the distortion is not
-    # strictly monotone, but it must not rise by more than the solver's precision.
+    # The first pass fits the warps from the identity, the later ones continue each pair's
+    # warp from the previous pass (WarpGeometry.for_rows): the distortion is not strictly
+    # monotone (an update for fixed warps, then new warps), but it must not rise by more
+    # than the solver's precision.
     X, _ = shapes
     est = SpatialTransformerKMeans(3, n_landmarks=9)
     geometry = est._make_geometry(X.shape[1])
