@@ -135,9 +135,10 @@ class WarpGeometry(Geometry):
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
         self.verbose = verbose
         self._models: dict = {}
-        # within one Lloyd run (for_rows): the warps of every pair of the last pass,
-        # (n, K, n_basis, ndim), or None before the first; and whether it was continued
-        self._run: dict | None = None
+        # None outside a Lloyd run; within one (for_rows): "warps", those of every pair of
+        # the last pass, (n, K, n_basis, ndim) (None before the first), and "continued",
+        # whether that pass continued from the one before
+        self.lloyd_run: dict | None = None
 
     @property
     def warm_steps(self) -> int:
@@ -296,21 +297,21 @@ class WarpGeometry(Geometry):
         :meth:`refine` then assigns afresh. The warp models are shared with this geometry.
         """
         run = copy.copy(self)  # shares the model cache (read-only models)
-        run._run = {"warps": None, "continued": False}
+        run.lloyd_run = {"warps": None, "continued": False}
         return run
 
     def refine(self, X: torch.Tensor, centers: torch.Tensor,
                assignment: Assignment) -> Assignment:
         """The final assignment of a Lloyd run: ``assignment`` when it was fitted afresh,
         else a fresh :meth:`assign` (labels and distances as ``predict`` gives them)."""
-        if self._run is None or not self._run["continued"]:
+        if self.lloyd_run is None or not self.lloyd_run["continued"]:
             return assignment
         return self._fresh().assign(X, centers)
 
     def _fresh(self) -> WarpGeometry:
         """This geometry outside any Lloyd run (every assignment from the identity)."""
         fresh = copy.copy(self)
-        fresh._run = None
+        fresh.lloyd_run = None
         return fresh
 
     def assign(self, X: torch.Tensor, centers: torch.Tensor) -> Assignment:
@@ -323,7 +324,7 @@ class WarpGeometry(Geometry):
         labels = torch.empty(n, dtype=torch.long, device=X.device)
         dists = torch.empty(n, dtype=X.dtype, device=X.device)
         distances = X.new_empty(n, n_centers)
-        run = self._run
+        run = self.lloyd_run
         start = None if run is None else run["warps"]
         if start is not None and start.shape[:2] != (n, n_centers):
             start = None  # other rows or centroids: nothing to continue from

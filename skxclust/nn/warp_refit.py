@@ -17,7 +17,13 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args, check_warp_args
-from .warp_solver import _candidates, _Level, levenberg_marquardt, pair_scale, per_pair_weight
+from .warp_solver import (
+    PairLevel,
+    levenberg_marquardt,
+    pair_scale,
+    per_pair_weight,
+    screen_pairs,
+)
 from .warps import WarpModel
 
 __all__ = ["refit_warps"]
@@ -99,7 +105,7 @@ def refit_warps(
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
     weight = per_pair_weight(penalty, n_samples, n_clusters, samples) / (scale * scale)
     gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
-    level = _Level(model, samples, centroids, weight, gram)
+    level = PairLevel(model, samples, centroids, weight, gram)
     flat = start.detach().to(samples.dtype).transpose(0, 1).reshape(
         n_clusters * n_samples, model.n_params)
     energy = level.pairs(None).energy(flat)[0]
@@ -107,7 +113,7 @@ def refit_warps(
         capped = n_candidates is not None and n_candidates < n_clusters
         rows = None
         if capped or screen_ratio is not None:
-            rows = _candidates(energy.reshape(n_clusters, n_samples),
+            rows = screen_pairs(energy.reshape(n_clusters, n_samples),
                                n_candidates if capped else None, screen_ratio)
         damp = flat.new_full((flat.shape[0] if rows is None else rows.numel(),),
                              float(damping))

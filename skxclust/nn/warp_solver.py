@@ -39,7 +39,8 @@ from ._checks import check_pair_args, check_warp_args
 from .pyramid import downsample_images
 from .warps import BILINEAR, ZEROS, WarpModel
 
-__all__ = ["Coordinates", "PairBatch", "coordinates", "fit_warps", "levenberg_marquardt",
+__all__ = ["Coordinates", "PairBatch", "PairLevel", "coordinates", "fit_warps",
+           "levenberg_marquardt", "screen_pairs",
            "pair_scale", "per_pair_weight", "warp_energy"]
 
 
@@ -221,7 +222,7 @@ def per_pair_weight(weight, n_samples: int, n_images: int, like: torch.Tensor) -
     return weight.to(like.dtype).reshape(n_samples).repeat(n_images)
 
 
-class _Level:
+class PairLevel:
     """The pairs of a chunk at one resolution: every (centroid, sample) pair or a subset.
 
     ``weight`` is the per-pair penalty (K * B,), image-major, already scaled to the level.
@@ -245,7 +246,7 @@ class _Level:
                          self.model, self.weight[rows], self.gram)
 
 
-def _candidates(energy: torch.Tensor, n_candidates: int | None,
+def screen_pairs(energy: torch.Tensor, n_candidates: int | None,
                 screen_ratio: float | None) -> torch.Tensor:
     """Rows (image-major, into the K * B pairs) of the pairs a sample keeps fitting.
 
@@ -362,12 +363,12 @@ def fit_warps(
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
     weight = per_pair_weight(penalty, n_samples, n_clusters, samples) / (scale * scale)
     gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
-    fine = _Level(model, samples, centroids, weight, gram)
+    fine = PairLevel(model, samples, centroids, weight, gram)
     switch, first_level = 0, fine  # full steps on the coarse level, level of the first
     if coarse is not None:
         switch = min(coarse_steps, n_steps)
         ratio = coarse.shape[0] * coarse.shape[1] / (model.shape[0] * model.shape[1])
-        low = first_level = _Level(
+        low = first_level = PairLevel(
             coarse, downsample_images(samples, model.shape, coarse.shape),
             downsample_images(centroids, model.shape, coarse.shape), weight * ratio, gram)
     flat = samples.new_zeros(n_clusters * n_samples, model.n_params)
@@ -387,7 +388,7 @@ def fit_warps(
             # ones dropped the final centroid of 0.3 % of the samples, these of none
             if energy is None or coarse_energy:
                 energy, coarse_energy = fine.pairs(None).energy(flat)[0], False
-            rows = _candidates(energy.reshape(n_clusters, n_samples),
+            rows = screen_pairs(energy.reshape(n_clusters, n_samples),
                                n_candidates if capped else None, screen_ratio)
         if rows is None:
             energy, flat, damp = levenberg_marquardt(level.pairs(None), flat,
