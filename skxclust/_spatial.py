@@ -13,7 +13,6 @@ from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
 from ._geometry import Assignment
-from ._inference import empty_output
 from ._lloyd import best_restart, lloyd
 from ._plan import FitPlan
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
@@ -476,8 +475,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         ndarray of shape (n_samples, n_features)
             Same float dtype as X; 0 where the inverse warp leaves the sample.
         """
-        Xt, centers, geometry, shift = self._inference_frame(*self._validated_tensor(X))
-        out = empty_output(Xt, *Xt.shape)
+        raw, extremes, space = self._validated_tensor(X, "align")
+        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+        out = space.empty(*Xt.shape, dtype=Xt.dtype)
         for rows, x in self._framed_chunks(Xt, shift):
-            out[rows] = geometry.aligned(x, geometry.assign(x, centers)).cpu().numpy()
-        return out
+            out[rows] = geometry.aligned(x, geometry.assign(x, centers))
+        return space.output(out)
