@@ -138,9 +138,27 @@ class ArraySpace(NamedTuple):
         return self.name == other.name and str(self.device) == str(other.device)
 
     def validated(self, estimator, X, **kwargs) -> torch.Tensor:
-        """``validate_data`` in the input's namespace (float32 or float64), as a tensor."""
+        """``validate_data`` in the input's namespace (float32 or float64), as a tensor.
+
+        Refuses complex values (which a cast to float would drop silently) and arrays
+        that reach torch neither through DLPack nor through numpy, naming the namespace.
+        """
+        if isinstance(X, torch.Tensor):
+            X = X.detach()
+        if self.xp.isdtype(X.dtype, "complex floating"):
+            raise ValueError(
+                f"Complex data not supported: {type(estimator).__name__} got a {self.name} "
+                f"array of dtype {X.dtype}; pass its real part or its modulus."
+            )
         X = validate_data(estimator, X, dtype=[self.xp.float64, self.xp.float32], **kwargs)
-        return to_torch(X)
+        try:
+            return to_torch(X)
+        except TypeError as exc:
+            raise TypeError(
+                f"{type(estimator).__name__} computes with torch, and {self.name} arrays "
+                "can be passed to torch neither through DLPack nor through numpy; convert "
+                "X to a numpy array or a torch tensor first."
+            ) from exc
 
 
 HOST = ArraySpace("numpy", None, None, torch.device("cpu"))
