@@ -192,7 +192,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Samples aligned at once with all centroids; memory is
         O(batch_size * n_clusters * n_features).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
-        Where the computation runs; "auto" uses CUDA when available.
+        Where the computation runs; "auto" uses CUDA when available, and under
+        scikit-learn's array API dispatch the device of a torch input (results always
+        come back in X's namespace, on X's device; see the user guide).
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation (through a local ``torch.Generator``).
     verbose : int, default=0
