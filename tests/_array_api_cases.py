@@ -26,7 +26,7 @@ from sklearn.utils.estimator_checks import (
     estimator_checks_generator,
 )
 
-from skxclust import ExplainableKMeans, SpatialTransformerKMeans
+from skxclust import ExplainableKMeans, SpatialTransformerKMeans, explain_pipeline
 from skxclust._array_api import to_torch
 
 xps = pytest.importorskip("array_api_strict")
@@ -169,6 +169,15 @@ def test_a_pca_explainable_kmeans_pipeline_keeps_torch_tensors():
                                rtol=1e-8)
     np.testing.assert_allclose(relevance.numpy(), reference[-1].explain(
         reference[:-1].transform(X)), rtol=1e-6, atol=1e-9)
+
+
+def test_explain_pipeline_refuses_tensors_and_names_the_way_round():
+    Xt = torch.from_numpy(X)
+    with config_context(array_api_dispatch=True):
+        pipe = make_pipeline(PCA(4), make("explainable")).fit(Xt)
+        with pytest.raises(TypeError, match=r"got X as torch arrays on device cpu.*"
+                                            r"pipeline\[-1\]\.explain"):
+            explain_pipeline(pipe, Xt)
 
 
 def test_the_user_guide_example_runs():
