@@ -30,11 +30,16 @@ from skxclust import ExplainableKMeans, SpatialTransformerKMeans, explain_pipeli
 from skxclust._array_api import to_torch
 
 xps = pytest.importorskip("array_api_strict")
-if os.environ.get("SCIPY_ARRAY_API") != "1":
-    pytest.skip("needs SCIPY_ARRAY_API=1 before scipy is imported (tests/test_array_api.py "
-                "runs this module so)", allow_module_level=True)
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(autouse=True)
+def _scipy_array_api():
+    # a skip per test, not of the module: the main session imports this module for its
+    # doctests (--doctest-modules) and must not report it
+    if os.environ.get("SCIPY_ARRAY_API") != "1":
+        pytest.skip("needs SCIPY_ARRAY_API=1 before scipy is imported (tests/test_array_api.py "
+                    "runs this module so)")
 REPO = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(0)
 X = np.concatenate([RNG.random((3, 16))[k] * 4 + 0.3 * RNG.standard_normal((20, 16))
