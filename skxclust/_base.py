@@ -30,70 +30,47 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
+from ._array_api import (
+    HOST,
+    ArraySpace,
+    array_space,
+    check_fitted_space,
+    float_dtype,
+    numpy_dtype,
+    on_cpu,
+    to_torch,
+)
 from ._dask import check_dask_array, dask_row_blocks, is_dask_array
 from ._dask_fit import fit_blockwise
 from ._geometry import Geometry
 from ._inference import KMeansInferenceMixin
-from ._lloyd import FitResult, LloydFit, best_index, best_restart, lloyd, scaled_tol
+from ._lloyd import (
+    FitResult,
+    LloydFit,
+    best_index,
+    best_restart,
+    into_fit_frame,
+    lloyd,
+    scaled_tol,
+)
 from ._plan import FitPlan
 from ._seeding import Seeding, kmeans_plusplus_restarts
 from ._streaming import cluster_counts, mini_batch_step
 from ._threads import pass_threads
 from ._validation import (
     check_init_array,
-    check_magnitude,
     check_n_samples,
     check_sample_weight,
+    fitted_tensor,
     make_generators,
     refuse_sparse,
     resolve_device,
     to_tensor,
     warn_user,
 )
-from .nn.lrp import auto_beta
-from .nn.sparse import column_variance, is_sparse, take_rows
+from .nn.sparse import column_variance, take_rows
 
-__all__ = ["BaseTorchKMeans", "fitted_beta", "into_fit_frame", "restore_on_error"]
-
-
-def fitted_beta(beta, stats: dict) -> float:
-    """``beta_`` of an explaining estimator: ``beta`` itself, or for "auto" ``1 / mean f``
-    of the assigned evidence, from the sums ``stats["evidence"]`` and ``stats["count"]``
-    of the plan's statistics (f is +inf with one cluster, so ``beta_`` is then 0)."""
-    if beta != "auto":
-        return float(beta)
-    return auto_beta(torch.tensor([stats["evidence"] / stats["count"]], dtype=torch.float64))
-
-
-def into_fit_frame(X: torch.Tensor, sample_weight: torch.Tensor, geometry: Geometry,
-                   shift: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Move the rows X (n, D) into the frame a fit computes in: ``(X - shift, shift)``.
-
-    A translation-invariant geometry on dense rows works on data centred by ``shift``
-    (default: the weighted mean of X; a new tensor), for numerical accuracy. Otherwise
-    ``shift`` is zero and X is returned as it is: it may share the caller's memory, and
-    nothing writes into it; sparse rows stay uncentred (as in scikit-learn: centring
-    would densify them). Either way the magnitude of the rows is checked.
-    """
-    if geometry.translation_invariant and not is_sparse(X):
-        if shift is None:
-            shift = (sample_weight @ X) / sample_weight.sum()
-        X = X - shift
-    else:
-        shift = torch.zeros(X.shape[1], dtype=X.dtype, device=X.device)
-    check_magnitude(X)
-    return X, shift
-
-
-def _on_cpu(value):
-    """``value``, or a CPU copy of it when it is a torch module or tensor on another device."""
-    if isinstance(value, torch.Tensor) and value.device.type != "cpu":
-        return value.detach().cpu().requires_grad_(value.requires_grad)
-    if isinstance(value, torch.nn.Module):
-        tensors = [*value.parameters(), *value.buffers()]
-        if any(t.device.type != "cpu" for t in tensors):
-            return copy.deepcopy(value).cpu()
-    return value
+__all__ = ["BaseTorchKMeans", "restore_on_error"]
 
 
 @contextlib.contextmanager
@@ -212,10 +189,15 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
     def _check_X(self, X, *, reset: bool, **kwargs):
         """``validate_data`` of X: float32 or float64, C order; a scipy sparse matrix
         becomes CSR where the estimator takes sparse input, and is refused with a
-        TypeError naming the estimator otherwise (also used by inference)."""
+        TypeError naming the estimator otherwise (also used by inference). Under array API
+        dispatch, an array of another namespace is validated in it and returned as a
+        torch tensor on its device."""
         reason = self._sparse_refusal()
         if reason is not None:
             refuse_sparse(X, type(self).__name__, reason)
+        space = array_space(X, type(self).__name__)
+        if space.kind != "numpy":
+            return space.validated(self, X, reset=reset, **kwargs)
         return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=reset,
                              accept_sparse="csr" if reason is None else False, **kwargs)
 
@@ -241,7 +223,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                 sample_weight = sample_weight.compute()
         else:
             X = self._check_X(X, reset=reset)
-            dtype = X.dtype
+            dtype = numpy_dtype(X.dtype)
         if reset:
             check_n_samples(X.shape[0], self.n_clusters, context)
         plan = self._fit_plan(X.shape[1])
@@ -259,19 +241,20 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         return Seeding(seeder, init_array, make_generators(self.random_state, n_init))
 
     def _finish_fit(self, result: FitResult, plan: FitPlan, *, counts: np.ndarray,
-                    n_steps: int) -> None:
+                    n_steps: int, space: ArraySpace = HOST) -> None:
         """Write the fitted attributes of ``result`` (centroids in the input frame; the
         plan's fitted attributes of its statistics) and the streaming state:
-        ``counts`` (weight absorbed per cluster or per pixel) and ``n_steps_``."""
+        ``counts`` (weight absorbed per cluster or per pixel) and ``n_steps_``; arrays
+        in the namespace and on the device of the input's ``space``."""
         if result.n_iter is not None:
             self._warn_distinct(int(np.unique(result.labels).size))
             self.n_iter_ = int(result.n_iter)
-        self.cluster_centers_ = result.centers
-        self.labels_ = result.labels
+        self.cluster_centers_ = space.fitted(result.centers)
+        self.labels_ = space.fitted(result.labels)
         self.inertia_ = float(result.inertia)
         for name, value in plan.statistics.attributes(result.stats).items():
             setattr(self, name, value)
-        self._counts = counts
+        self._counts = space.fitted(counts)
         self.n_steps_ = n_steps
 
     @staticmethod
@@ -294,6 +277,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             format, used as CSR and never densified) where the estimator accepts them
             (:class:`ExplainableKMeans` without a feature extractor), else refused.
             A dask array is fitted block by block (see the user guide, "Scaling out").
+            Under array API dispatch, a torch tensor (CPU or CUDA) or another array-API
+            array: the fitted arrays are then in its namespace, on its device.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights (not all zero).
@@ -304,19 +289,20 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             Fitted estimator.
         """
         raw = X  # for the predict pass below: with its feature names, if any
+        space = array_space(X, type(self).__name__)
         with restore_on_error(self):
             X, sw_np, plan = self._validated_fit_input(X, sample_weight)
             if is_dask_array(X):
                 result = self._fit_dask(X, sw_np, plan)
             else:
                 result = self._fit_in_memory(X, sw_np, plan)
-            self._finish_fit(result, plan, n_steps=0, counts=cluster_counts(
+            self._finish_fit(result, plan, space=space, n_steps=0, counts=cluster_counts(
                 result.labels, sw_np, self.n_clusters))
             if not is_dask_array(X) and not sp.issparse(X):
-                self._labels_as_predicted(raw, plan, sw_np)
+                self._labels_as_predicted(raw, plan, sw_np, space)
         return self
 
-    def _labels_as_predicted(self, X, plan: FitPlan, sw_np) -> None:
+    def _labels_as_predicted(self, X, plan: FitPlan, sw_np, space: ArraySpace) -> None:
         """Make ``labels_`` what ``predict(X)`` returns after a fit in a shifted frame.
 
         A translation-invariant fit assigns the rows in the frame of the data's mean;
@@ -328,26 +314,28 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         """
         if not plan.geometry.translation_invariant:
             return
-        labels = np.asarray(self.predict(X)).astype(self.labels_.dtype, copy=False)
-        if not np.array_equal(labels, self.labels_):
-            self.labels_ = labels
-            self._counts = cluster_counts(labels, sw_np, self.n_clusters)
+        predicted = self.predict(X)  # int64, in the space of labels_
+        labels = to_torch(predicted)
+        if not torch.equal(labels, to_torch(self.labels_)):
+            self.labels_ = predicted
+            self._counts = space.fitted(cluster_counts(labels.cpu().numpy(), sw_np,
+                                                       self.n_clusters))
 
     def _fit_in_memory(self, X, sw_np, plan: FitPlan) -> FitResult:
         """Lloyd on the validated rows: restarts, then the plan's refiner. Above the plan's
         ``subsample`` rows, the restarts run on a random subset of the rows, then one Lloyd
         iteration runs over every row."""
         Xt, sw, shift, geometry, tol = self._fit_frame(X, sw_np, plan)
-        n_samples = X.shape[0]
+        n_samples, dtype = X.shape[0], numpy_dtype(X.dtype)
         if plan.subsample is None or n_samples <= plan.subsample:
-            fit = self._fit_restarts(Xt, sw, shift, geometry, tol, X.dtype, plan)
+            fit = self._fit_restarts(Xt, sw, shift, geometry, tol, dtype, plan)
         else:
             generator = make_generators(self.random_state, 2)[1]  # [0] seeds the first restart
             rows = torch.randperm(n_samples, generator=generator)[:plan.subsample].sort().values
             rows = rows.to(Xt.device)
             if self.verbose:
                 print(f"Fitting on a random subset of {plan.subsample} of {n_samples} rows")
-            on_subset = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol, X.dtype,
+            on_subset = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol, dtype,
                                            plan)
             all_rows = best_restart(lloyd(
                 Xt, on_subset.centers[None], geometry, sw, max_iter=1, tol=tol,
@@ -359,7 +347,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
     def _fit_frame(self, X, sw_np, plan: FitPlan):
         """The validated rows as tensors in the fit's frame: ``(Xt, sample_weight, shift,
         geometry, tol)``, ``tol`` scaled by the mean feature variance."""
-        device = resolve_device(self.device)
+        device = resolve_device(self.device, like=X)
         sw = torch.from_numpy(sw_np).to(device)
         Xt = plan.embed(to_tensor(X, device))
         geometry = plan.lloyd_geometry
@@ -430,36 +418,42 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                     self.partial_fit(block, sample_weight=weights)
                 return self
             first = not hasattr(self, "cluster_centers_")
+            space = array_space(X, type(self).__name__)
+            if not first:
+                check_fitted_space(self, space, "partial_fit")
             X, sw_np, plan = self._validated_fit_input(
                 X, sample_weight, reset=first,
                 context=" in the first call of partial_fit (it seeds the centroids)")
             if not first:  # later chunks take the dtype of the first
-                X = X.astype(self.cluster_centers_.dtype, copy=False)
-                sw_np = sw_np.astype(self.cluster_centers_.dtype, copy=False)
+                dtype = float_dtype(self.cluster_centers_)
+                X = X.to(getattr(torch, dtype.name)) if isinstance(X, torch.Tensor) else \
+                    X.astype(dtype, copy=False)
+                sw_np = sw_np.astype(dtype, copy=False)
             result, counts = self._partial_fit_chunk(X, sw_np, first, plan)
-            self._finish_fit(result, plan, counts=counts,
+            self._finish_fit(result, plan, counts=counts, space=space,
                              n_steps=getattr(self, "n_steps_", 0) + 1)
         return self
 
     def _partial_fit_chunk(self, X, sw_np, first: bool,
                            plan: FitPlan) -> tuple[FitResult, np.ndarray]:
         """One mini-batch step on the validated chunk; (result on the chunk, counts)."""
-        device = resolve_device(self.device)
+        device = resolve_device(self.device, like=X)
         sw = torch.from_numpy(sw_np).to(device)
         Xt = plan.embed(to_tensor(X, device))
         geometry = plan.geometry
         if first:  # seed on the chunk, in the frame of its weighted mean
             Xt, shift = into_fit_frame(Xt, sw, geometry)
-            centers = self._seeding(plan, Xt.shape[1], X.dtype, n_init=1)(Xt, sw, shift)[0]
+            centers = self._seeding(plan, Xt.shape[1], numpy_dtype(X.dtype),
+                                    n_init=1)(Xt, sw, shift)[0]
             counts = torch.zeros(self.n_clusters, dtype=torch.float64, device=device)
         else:  # continue from the centroids, in the frame of their mean
-            centers = torch.as_tensor(np.array(self.cluster_centers_), device=device)
+            centers = fitted_tensor(self.cluster_centers_, device, copy=True)
             if centers.shape[1] != Xt.shape[1]:
                 raise ValueError(f"X maps to {Xt.shape[1]} features but the centroids have "
                                  f"{centers.shape[1]}.")
             Xt, shift = into_fit_frame(Xt, sw, geometry, shift=centers.mean(dim=0))
             centers = centers - shift
-            counts = torch.as_tensor(np.array(self._counts), device=device)
+            counts = fitted_tensor(self._counts, device, copy=True)
         with pass_threads(geometry.pass_work(Xt, centers)):
             on_rows = geometry.for_rows(Xt, sw)  # row norms etc. once for both passes
             centers, counts = mini_batch_step(on_rows, Xt, centers, counts, sw)
@@ -486,9 +480,10 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         parameters (e.g. ``feature_extractor`` given on a GPU), so that a model fitted on a
         GPU unpickles on a machine without one. The estimator itself is left unchanged.
         """
-        return {name: _on_cpu(value) for name, value in super().__getstate__().items()}
+        return {name: on_cpu(value) for name, value in super().__getstate__().items()}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.array_api_support = True  # see skxclust._array_api
         return tags

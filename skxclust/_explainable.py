@@ -11,11 +11,12 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
-from ._base import BaseTorchKMeans, fitted_beta
+from ._array_api import HOST, ArraySpace
+from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
-from ._inference import empty_output, frame_like_transform, inference_threads
-from ._plan import FitPlan, FitStatistics, no_sums
+from ._inference import frame_like_transform, inference_threads
+from ._plan import FitPlan, FitStatistics, fitted_beta, no_sums
 from ._threads import EXPLAIN_BLOCK_VALUES, block_rows
 from ._validation import (
     check_beta,
@@ -23,6 +24,7 @@ from ._validation import (
     check_lrp_options,
     check_target,
     check_top_k,
+    fitted_tensor,
     resolve_device,
 )
 from .nn.lrp import midpoint_basis, neon_relevance
@@ -108,7 +110,9 @@ class ExplainableKMeans(BaseTorchKMeans):
         error bound: labels, centroids and ``inertia_`` are those of float64 arithmetic
         (the float32 copy of X it keeps is half the size of X).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
-        Where the computation runs; "auto" uses CUDA when available.
+        Where the computation runs; "auto" uses CUDA when available, and under
+        scikit-learn's array API dispatch the device of a torch input (results always
+        come back in X's namespace, on X's device; see the user guide).
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation (through a local ``torch.Generator``).
     verbose : int, default=0
@@ -263,7 +267,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             ``argmax`` along axis 1 equals :meth:`predict`; the assigned cluster's value is
             positive (ties aside). With a single cluster every entry is ``+inf``.
         """
-        return self._map_pairwise(X, cluster_evidence)
+        return self._map_pairwise(X, cluster_evidence, "decision_function")
 
     @blockwise("clusters")
     def predict_proba(self, X):
@@ -282,7 +286,8 @@ class ExplainableKMeans(BaseTorchKMeans):
             Rows sum to one; as ``T -> 0`` they tend to the one-hot hard labels.
         """
         scale = 2.0 * self.temperature
-        return self._map_pairwise(X, lambda d: torch.softmax(-d / scale, dim=1))
+        return self._map_pairwise(X, lambda d: torch.softmax(-d / scale, dim=1),
+                                  "predict_proba")
 
     @blockwise("features", row_args=("target",), in_memory_only=("top_k",))
     def explain(self, X, target=None, beta=None, *, top_k=None, rule="epsilon",
@@ -357,7 +362,7 @@ class ExplainableKMeans(BaseTorchKMeans):
         >>> features[:, 0].tolist()  # a feature's absence from the rival cluster counts too
         [0, 2, 2, 0]
         """
-        raw, extremes = self._validated_tensor(X)
+        raw, extremes, space = self._validated_tensor(X, "explain")
         check_explainable_n_clusters(self.n_clusters)
         check_lrp_options(rule, epsilon)
         top_k = check_top_k(top_k, raw.shape[1])
@@ -370,14 +375,15 @@ class ExplainableKMeans(BaseTorchKMeans):
             def backward(rows, relevance):
                 return lrp_backward(layers, raw[rows].to(dtype), relevance.to(dtype),
                                     rule=rule, epsilon=epsilon).reshape(relevance.shape[0], -1)
-        out = self._explain_rows(raw, extremes, target, beta, backward, top_k)
+        out = self._explain_rows(raw, extremes, target, beta, backward, top_k, space)
         if top_k is not None:
             return out
         return frame_like_transform(self, out, X, _check_feature_names_in(self))
 
     def _explain_rows(self, raw: torch.Tensor, extremes: tuple, target, beta: float,
-                      backward=None, top_k: int | None = None):
-        """NEON in row blocks of the (embedded) input; returns the numpy relevance.
+                      backward=None, top_k: int | None = None, space: ArraySpace = HOST):
+        """NEON in row blocks of the (embedded) input; returns the relevance (numpy, or
+        of the input's namespace: ``space``).
 
         Each block is centred (the frame of :meth:`_inference_frame`; sparse blocks are
         densified instead, uncentred), its label taken from the same product that gives
@@ -398,11 +404,12 @@ class ExplainableKMeans(BaseTorchKMeans):
             step = self.batch_size if backward is not None else \
                 block_rows(EXPLAIN_BLOCK_VALUES, Xt.shape[1], self.batch_size)
             if top_k is None:
-                out = empty_output(raw, n, n_features)
+                out = space.empty(n, n_features, dtype=raw.dtype)
             else:
-                top = (np.empty((n, top_k), dtype=np.int64), empty_output(raw, n, top_k))
-            direct = backward is None and top_k is None and raw.device.type == "cpu"
-            relevance = torch.from_numpy(out) if direct else None
+                top = (space.empty(n, top_k, dtype=torch.int64),
+                       space.empty(n, top_k, dtype=raw.dtype))
+            direct = backward is None and top_k is None and out.device == raw.device
+            relevance = out if direct else None
             # computed once, and one (rows, 2D) product buffer for every block
             basis = midpoint_basis(centers)
             workspace = torch.empty(min(step, n), basis.shape[1], dtype=centers.dtype,
@@ -416,11 +423,11 @@ class ExplainableKMeans(BaseTorchKMeans):
                     part = backward(rows, part)
                 if top_k is not None:
                     values, features = torch.topk(part, top_k, dim=1)
-                    top[0][rows] = features.cpu().numpy()
-                    top[1][rows] = values.to(raw.dtype).cpu().numpy()
+                    top[0][rows] = features
+                    top[1][rows] = values.to(raw.dtype)
                 elif not direct:
-                    out[rows] = part.to(raw.dtype).cpu().numpy()
-        return out if top_k is None else top
+                    out[rows] = part.to(raw.dtype)
+        return space.output(out) if top_k is None else tuple(map(space.output, top))
 
     def as_module(self, kind="neuralized", beta=None):
         """The fitted model as a ``torch.nn.Module`` (for zennit, captum, deep pipelines).
@@ -448,8 +455,8 @@ class ExplainableKMeans(BaseTorchKMeans):
             raise ValueError(
                 f"kind must be 'neuralized', 'soft' or 'distance', got {kind!r}."
             )
-        device = resolve_device(self.device)
-        centers = torch.as_tensor(np.array(self.cluster_centers_), device=device)
+        device = resolve_device(self.device, like=self.cluster_centers_)
+        centers = fitted_tensor(self.cluster_centers_, device, copy=True)
         if kind == "distance":
             return PairwiseSquaredDistance(centers)
         if kind == "soft":

@@ -3,7 +3,9 @@
 :class:`KMeansInferenceMixin` validates rows for inference, moves them into the frame of
 the fitted centroids ``batch_size`` rows at a time and asks the estimator's geometry
 (:class:`skxclust._geometry.Geometry`) for labels or distances; outputs are written into
-preallocated numpy arrays, so no device-side copy of a whole result is ever held.
+preallocated tensors of the input's :class:`~skxclust._array_api.ArraySpace`: on the host
+for numpy input (no device-side copy of a whole result is ever held), on the input's
+device for an array-API input under scikit-learn's array API dispatch.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from sklearn.base import TransformerMixin
 from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
 from sklearn.utils.validation import check_is_fitted
 
+from ._array_api import ArraySpace, array_space, check_fitted_space
 from ._dask import blockwise
 from ._progress import track
 from ._threads import Work, pass_threads
@@ -21,28 +24,18 @@ from ._validation import (
     check_magnitude,
     check_sample_weight,
     finite_extremes,
-    host_tensor,
+    fitted_tensor,
     resolve_device,
     to_tensor,
 )
 from .nn.sparse import is_sparse, row_block
 
-__all__ = ["KMeansInferenceMixin", "empty_output", "frame_like_transform",
-           "inference_threads"]
+__all__ = ["KMeansInferenceMixin", "frame_like_transform", "inference_threads"]
 
 
 def inference_threads(X: torch.Tensor, n_clusters: int):
     """Thread setting for one inference pass of X against the centroids (see _threads)."""
     return pass_threads(Work("inference", X.shape[0] * X.shape[1] * n_clusters, X.device))
-
-
-def empty_output(X: torch.Tensor, *shape: int) -> np.ndarray:
-    """An uninitialised host array of ``shape`` in the numpy dtype of ``X``.
-
-    Inference writes its results into it chunk by chunk, so that no device-side copy of
-    the whole output (and no concatenation) is ever held.
-    """
-    return np.empty(shape, dtype=torch.empty(0, dtype=X.dtype).numpy().dtype)
 
 
 def frame_like_transform(estimator, data: np.ndarray, original_input, columns):
@@ -64,20 +57,23 @@ class KMeansInferenceMixin(TransformerMixin):
     ``device``, ``verbose``, ``_check_X``, ``_embed`` and ``_make_geometry``.
     """
 
-    def _validated_tensor(self, X) -> tuple[torch.Tensor, tuple]:
-        """Check fitted, validate X for inference and put it on the device.
+    def _validated_tensor(self, X, method: str) -> tuple[torch.Tensor, tuple, ArraySpace]:
+        """Check fitted, validate X for inference by ``method`` and put it on the device.
 
-        Returns the tensor and its ``(min, max)``. On the CPU the tensor shares the memory
-        of a writeable C-contiguous float array (:func:`~skxclust._validation.to_tensor`):
-        never write into it. Finiteness is checked by
-        :func:`~skxclust._validation.finite_extremes` (the same refusal as
+        Returns the tensor, its ``(min, max)`` and the :class:`ArraySpace` the outputs go
+        to (under array API dispatch, X must be in the fit's namespace and on its device).
+        On the CPU the tensor shares the memory of a writeable C-contiguous float array
+        (:func:`~skxclust._validation.to_tensor`): never write into it. Finiteness is
+        checked by :func:`~skxclust._validation.finite_extremes` (the same refusal as
         ``validate_data``) in the one pass whose extremes :meth:`_inference_frame` reuses
         for the magnitude check.
         """
         check_is_fitted(self)
+        space = array_space(X, type(self).__name__)
+        check_fitted_space(self, space, method)
         X = self._check_X(X, reset=False, ensure_all_finite=False)
-        raw = to_tensor(X, resolve_device(self.device))
-        return raw, finite_extremes(raw, type(self).__name__)
+        raw = to_tensor(X, resolve_device(self.device, like=X))
+        return raw, finite_extremes(raw, type(self).__name__), space
 
     def _inference_frame(self, raw: torch.Tensor, extremes: tuple):
         """Embed validated rows for chunked inference; return (X, centers, geometry, shift).
@@ -92,7 +88,7 @@ class KMeansInferenceMixin(TransformerMixin):
         used beyond the output is O(batch_size * n_features).
         """
         Xt = self._embed(raw)
-        centers = host_tensor(self.cluster_centers_).to(raw.device, Xt.dtype)
+        centers = fitted_tensor(self.cluster_centers_, raw.device, Xt.dtype)
         geometry = self._make_geometry(raw.shape[1])
         shift = None
         if geometry.translation_invariant and not is_sparse(Xt):
@@ -122,16 +118,17 @@ class KMeansInferenceMixin(TransformerMixin):
             else:
                 yield rows, torch.sub(X[rows], shift, out=buffer[: rows.stop - start])
 
-    def _map_pairwise(self, X, fn) -> np.ndarray:
+    def _map_pairwise(self, X, fn, method: str):
         """``fn`` of the squared distances to the centroids, shape (n_samples, n_clusters),
-        computed ``batch_size`` rows at a time into a preallocated numpy output."""
-        raw, extremes = self._validated_tensor(X)
+        computed ``batch_size`` rows at a time into a preallocated output (numpy, or of
+        the input's namespace under array API dispatch)."""
+        raw, extremes, space = self._validated_tensor(X, method)
         with inference_threads(raw, self.n_clusters):
             Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
-            out = empty_output(Xt, Xt.shape[0], centers.shape[0])
+            out = space.empty(Xt.shape[0], centers.shape[0], dtype=Xt.dtype)
             for rows, x in self._framed_chunks(Xt, shift):
-                out[rows] = fn(geometry.pairwise(x, centers)).cpu().numpy()
-            return out
+                out[rows] = fn(geometry.pairwise(x, centers))
+            return space.output(out)
 
     def _frame(self, raw: torch.Tensor, extremes: tuple):
         """Embed validated rows; return (X, centers, geometry), shifted together into a
@@ -143,9 +140,11 @@ class KMeansInferenceMixin(TransformerMixin):
         Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
         return (Xt if shift is None else Xt - shift), centers, geometry
 
-    def _prepare(self, X):
-        """Validate X for inference; return (X tensor, centers tensor, geometry)."""
-        return self._frame(*self._validated_tensor(X))
+    def _prepare(self, X, method: str):
+        """Validate X for inference by ``method``; return (X tensor, centers tensor,
+        geometry, the :class:`ArraySpace` of the outputs)."""
+        raw, extremes, space = self._validated_tensor(X, method)
+        return (*self._frame(raw, extremes), space)
 
     @blockwise("labels")
     def predict(self, X):
@@ -158,15 +157,16 @@ class KMeansInferenceMixin(TransformerMixin):
         Returns
         -------
         labels : ndarray of shape (n_samples,)
-            A dask array, computed block by block, when X is one.
+            A dask array, computed block by block, when X is one; under array API
+            dispatch, an int64 array of X's namespace on X's device.
         """
-        raw, extremes = self._validated_tensor(X)
+        raw, extremes, space = self._validated_tensor(X, "predict")
         with inference_threads(raw, self.n_clusters):
             Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
-            labels = np.empty(Xt.shape[0], dtype=np.int64)
+            labels = space.empty(Xt.shape[0], dtype=torch.int64)
             for rows, x in self._framed_chunks(Xt, shift):
-                labels[rows] = geometry.assign(x, centers).labels.cpu().numpy()
-            return labels
+                labels[rows] = geometry.assign(x, centers).labels
+            return space.output(labels)
 
     @blockwise("clusters")
     def transform(self, X):
@@ -179,11 +179,12 @@ class KMeansInferenceMixin(TransformerMixin):
         Returns
         -------
         ndarray of shape (n_samples, n_clusters), same float dtype as X.
-            A dask array, computed block by block, when X is one.
+            A dask array, computed block by block, when X is one; under array API
+            dispatch, an array of X's namespace on X's device.
         """
         # a squared distance is >= 0; a geometry's rounding may give -1e-10 (a warp penalty
         # v^T G v with G only positive semi-definite, in float32), which sqrt turns into NaN
-        return self._map_pairwise(X, lambda d: torch.sqrt(d.clamp_min(0.0)))
+        return self._map_pairwise(X, lambda d: torch.sqrt(d.clamp_min(0.0)), "transform")
 
     @blockwise("sum", row_args=("sample_weight",))
     def score(self, X, y=None, sample_weight=None):
@@ -200,14 +201,14 @@ class KMeansInferenceMixin(TransformerMixin):
         -------
         float
         """
-        raw, extremes = self._validated_tensor(X)
+        raw, extremes, space = self._validated_tensor(X, "score")
         sw = check_sample_weight(sample_weight, raw.shape[0], np.float64)
         with inference_threads(raw, self.n_clusters):
             Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
-            d = np.empty(Xt.shape[0], dtype=np.float64)
+            d = space.empty(Xt.shape[0], dtype=torch.float64)
             for rows, x in self._framed_chunks(Xt, shift):
-                d[rows] = self._row_scores(geometry, x, centers).cpu().to(torch.float64).numpy()
-        return float(torch.from_numpy(d) @ torch.from_numpy(sw))
+                d[rows] = self._row_scores(geometry, x, centers).to(torch.float64)
+        return float(d @ torch.from_numpy(sw).to(d.device))
 
     def _row_scores(self, geometry, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """What :meth:`score` sums per row (with the sample weights): minus the distance

@@ -18,12 +18,34 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._geometry import Assignment
+from ._geometry import Assignment, Geometry
 from ._progress import progress
 from ._threads import intra_op_threads, map_jobs, pass_threads
+from ._validation import check_magnitude
+from .nn.sparse import is_sparse
 
-__all__ = ["FitResult", "LloydFit", "Restarts", "best_index", "best_restart", "lloyd",
-           "lloyd_iterations", "scaled_tol"]
+__all__ = ["FitResult", "LloydFit", "Restarts", "best_index", "best_restart", "into_fit_frame",
+           "lloyd", "lloyd_iterations", "scaled_tol"]
+
+
+def into_fit_frame(X: torch.Tensor, sample_weight: torch.Tensor, geometry: Geometry,
+                   shift: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Move the rows X (n, D) into the frame a fit computes in: ``(X - shift, shift)``.
+
+    A translation-invariant geometry on dense rows works on data centred by ``shift``
+    (default: the weighted mean of X; a new tensor), for numerical accuracy. Otherwise
+    ``shift`` is zero and X is returned as it is: it may share the caller's memory, and
+    nothing writes into it; sparse rows stay uncentred (as in scikit-learn: centring
+    would densify them). Either way the magnitude of the rows is checked.
+    """
+    if geometry.translation_invariant and not is_sparse(X):
+        if shift is None:
+            shift = (sample_weight @ X) / sample_weight.sum()
+        X = X - shift
+    else:
+        shift = torch.zeros(X.shape[1], dtype=X.dtype, device=X.device)
+    check_magnitude(X)
+    return X, shift
 
 
 class FitResult(NamedTuple):
@@ -41,7 +63,7 @@ class FitResult(NamedTuple):
 
 
 class LloydFit(NamedTuple):
-    """One fit in the making: tensors in the fit's frame (see ``into_fit_frame``).
+    """One fit in the making: tensors in the fit's frame (see :func:`into_fit_frame`).
 
     The kept restart of :func:`lloyd` (:func:`best_restart`), a plan's refiner (e.g.
     split-merge moves) and the in-memory fit pass this on; :meth:`as_fit_result` makes

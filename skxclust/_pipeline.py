@@ -20,6 +20,7 @@ import torch
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from ._array_api import array_space
 from ._explainable import ExplainableKMeans
 from ._validation import check_beta, check_explainable_n_clusters, check_target, host_tensor
 from .nn.lrp import root_point_relevance
@@ -85,6 +86,12 @@ def explain_pipeline(pipeline: Pipeline, X, target=None, beta=None) -> np.ndarra
         Rows sum to ``pipeline.decision_function(X)[i, target_i]`` (exactly, up to
         rounding).
 
+    Raises
+    ------
+    TypeError
+        Under scikit-learn's array API dispatch, for X or a fitted model in another
+        namespace than numpy (the composition runs on numpy).
+
     Examples
     --------
     >>> import numpy as np
@@ -109,6 +116,15 @@ def explain_pipeline(pipeline: Pipeline, X, target=None, beta=None) -> np.ndarra
         raise ValueError("explain_pipeline does not support an ExplainableKMeans with a "
                          "feature_extractor; call its explain() on the transformed data.")
     check_explainable_n_clusters(km.n_clusters)
+    space, fitted = array_space(X, "explain_pipeline"), array_space(km.cluster_centers_)
+    if space.kind != "numpy" or fitted.kind != "numpy":
+        raise TypeError(
+            "explain_pipeline composes the pipeline's steps on numpy arrays; under array API "
+            f"dispatch it got X as {space.describe()} and a model fitted on "
+            f"{fitted.describe()}. Call it on numpy input with a pipeline fitted on numpy, "
+            "or explain the last step in its input space on the device: "
+            "pipeline[-1].explain(pipeline[:-1].transform(X))."
+        )
     X_in = check_array(X, dtype=np.float64, ensure_all_finite=True)
     n_samples, n_features = X_in.shape
     check_rows = X_in[: min(n_samples, 64)]

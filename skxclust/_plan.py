@@ -16,8 +16,18 @@ import torch
 
 from ._geometry import Geometry
 from ._lloyd import LloydFit
+from .nn.lrp import auto_beta
 
-__all__ = ["FitPlan", "FitStatistics", "all_rows", "no_attributes", "no_sums"]
+__all__ = ["FitPlan", "FitStatistics", "all_rows", "fitted_beta", "no_attributes", "no_sums"]
+
+
+def fitted_beta(beta, stats: dict) -> float:
+    """``beta_`` of an explaining estimator: ``beta`` itself, or for "auto" ``1 / mean f``
+    of the assigned evidence, from the sums ``stats["evidence"]`` and ``stats["count"]``
+    of the plan's statistics (f is +inf with one cluster, so ``beta_`` is then 0)."""
+    if beta != "auto":
+        return float(beta)
+    return auto_beta(torch.tensor([stats["evidence"] / stats["count"]], dtype=torch.float64))
 
 
 def no_sums(X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor,

@@ -13,7 +13,6 @@ from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
 from ._geometry import Assignment
-from ._inference import empty_output
 from ._plan import FitPlan
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import SplitMerge
@@ -199,7 +198,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Samples aligned at once with all centroids; memory is
         O(batch_size * n_clusters * n_features).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
-        Where the computation runs; "auto" uses CUDA when available.
+        Where the computation runs; "auto" uses CUDA when available, and under
+        scikit-learn's array API dispatch the device of a torch input (results always
+        come back in X's namespace, on X's device; see the user guide).
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation (through a local ``torch.Generator``).
     verbose : int, default=0
@@ -491,8 +492,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         ndarray of shape (n_samples, n_features)
             Same float dtype as X; 0 where the inverse warp leaves the sample.
         """
-        Xt, centers, geometry, shift = self._inference_frame(*self._validated_tensor(X))
-        out = empty_output(Xt, *Xt.shape)
+        raw, extremes, space = self._validated_tensor(X, "align")
+        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+        out = space.empty(*Xt.shape, dtype=Xt.dtype)
         for rows, x in self._framed_chunks(Xt, shift):
-            out[rows] = geometry.aligned(x, geometry.assign(x, centers)).cpu().numpy()
-        return out
+            out[rows] = geometry.aligned(x, geometry.assign(x, centers))
+        return space.output(out)

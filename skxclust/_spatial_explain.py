@@ -30,10 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._base import fitted_beta
 from ._dask import blockwise
-from ._inference import empty_output
-from ._plan import FitStatistics
+from ._plan import FitStatistics, fitted_beta
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
@@ -90,7 +88,7 @@ class WarpExplanationMixin:
     image_shape: Any
     beta: Any
     beta_: float
-    _prepare: Callable[..., Any]  # X -> (X tensor, centers tensor, geometry)
+    _prepare: Callable[..., Any]  # X, method -> (X, centers, geometry, ArraySpace)
 
     def _each_warped_chunk(self, Xt, centers, geometry, fn) -> None:
         """Call ``fn(rows, losses (B, K), warps (B, K, n_basis, D))`` for every chunk of
@@ -116,14 +114,14 @@ class WarpExplanationMixin:
         ndarray of shape (n_samples, n_clusters)
             ``argmax`` along axis 1 equals :meth:`predict`; ``+inf`` when n_clusters == 1.
         """
-        Xt, centers, geometry = self._prepare(X)
-        out = empty_output(Xt, Xt.shape[0], centers.shape[0])
+        Xt, centers, geometry, space = self._prepare(X, "decision_function")
+        out = space.empty(Xt.shape[0], centers.shape[0], dtype=Xt.dtype)
 
         def chunk(rows, losses, _):
-            out[rows] = cluster_evidence(losses).cpu().numpy()
+            out[rows] = cluster_evidence(losses)
 
         self._each_warped_chunk(Xt, centers, geometry, chunk)
-        return out
+        return space.output(out)
 
     @blockwise("features", row_args=("target",))
     def explain(self, X, target=None, beta=None, frame="input"):
@@ -156,13 +154,13 @@ class WarpExplanationMixin:
         """
         if frame not in ("input", "centroid"):
             raise ValueError(f"frame must be 'input' or 'centroid', got {frame!r}.")
-        Xt, centers, geometry = self._prepare(X)
+        Xt, centers, geometry, space = self._prepare(X, "explain")
         n_clusters = centers.shape[0]
         check_explainable_n_clusters(n_clusters)
         beta = self.beta_ if beta is None else check_beta(beta)
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
         model = geometry.model(Xt)
-        out = empty_output(Xt, *Xt.shape)
+        out = space.empty(*Xt.shape, dtype=Xt.dtype)
 
         def chunk(sl, losses, warps):
             x = Xt[sl]
@@ -177,10 +175,10 @@ class WarpExplanationMixin:
                                           beta, offset=offset)
             if frame == "centroid":
                 relevance = self._to_centroid_frame(relevance, model, warps[rows, tgt])
-            out[sl] = relevance.cpu().numpy()
+            out[sl] = relevance
 
         self._each_warped_chunk(Xt, centers, geometry, chunk)
-        return out
+        return space.output(out)
 
     @staticmethod
     def _to_centroid_frame(relevance, model, params):

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.utils import assert_all_finite, check_random_state
 
+from ._array_api import host_values, to_torch
 from .nn.rules import check_epsilon, resolve_rule
 from .nn.sparse import is_sparse, value_extremes
 
@@ -35,6 +36,7 @@ __all__ = [
     "check_target",
     "check_top_k",
     "finite_extremes",
+    "fitted_tensor",
     "host_tensor",
     "make_generators",
     "refuse_sparse",
@@ -71,13 +73,16 @@ def check_n_samples(n_samples: int, n_clusters: int, context: str = "") -> None:
         )
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
+def resolve_device(device: str | torch.device, like=None) -> torch.device:
     """Turn the ``device`` parameter into a :class:`torch.device`.
 
     Parameters
     ----------
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
         ``"auto"`` picks CUDA when it is available, else the CPU.
+    like : object, default=None
+        The validated input: when it is a torch tensor (array API dispatch), ``"auto"``
+        is its device.
 
     Returns
     -------
@@ -92,6 +97,8 @@ def resolve_device(device: str | torch.device) -> torch.device:
         dev = device
     elif isinstance(device, str):
         if device == "auto":
+            if isinstance(like, torch.Tensor):
+                return like.device
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         try:
             dev = torch.device(device)
@@ -137,6 +144,15 @@ def host_tensor(arr, dtype=None) -> torch.Tensor:
     return torch.from_numpy(arr)
 
 
+def fitted_tensor(value, device: torch.device, dtype: torch.dtype | None = None, *,
+                  copy: bool = False) -> torch.Tensor:
+    """A fitted array (numpy, or of the fit's array-API namespace) as a tensor on
+    ``device``; ``copy``: never sharing the attribute's memory."""
+    tensor = host_tensor(value) if isinstance(value, np.ndarray) else to_torch(value)
+    tensor = tensor.to(device, dtype)
+    return tensor.clone() if copy else tensor
+
+
 def _sparse_to_tensor(X, device: torch.device) -> torch.Tensor:
     """A scipy CSR matrix as a torch CSR tensor sharing its index and value arrays."""
     if not X.has_canonical_format:  # duplicates summed, column indices sorted (a copy)
@@ -173,6 +189,8 @@ def to_tensor(X, device: torch.device) -> torch.Tensor:
     """
     if sp.issparse(X):
         return _sparse_to_tensor(X.tocsr(), device)
+    if isinstance(X, torch.Tensor):  # validated under array API dispatch
+        return X.to(device).contiguous()
     return host_tensor(X).to(device)
 
 
@@ -213,7 +231,7 @@ def check_sample_weight(sample_weight, n_samples: int, dtype) -> np.ndarray:
     """
     if sample_weight is None:
         return np.ones(n_samples, dtype=dtype)
-    sw = np.asarray(sample_weight)
+    sw = np.asarray(host_values(sample_weight))
     if sw.dtype.kind not in "biuf":
         raise ValueError(
             f"sample_weight must be numeric, got an array of dtype {sw.dtype}."
@@ -260,7 +278,7 @@ def check_target(target, n_samples: int, n_clusters: int,
     if isinstance(target, (numbers.Integral, np.integer)) and not isinstance(target, bool):
         t = np.full(n_samples, int(target), dtype=np.int64)
     else:
-        arr = np.asarray(target)
+        arr = np.asarray(host_values(target))
         if arr.ndim != 1 or arr.shape[0] != n_samples:
             raise ValueError(
                 f"target must be None, an int or one int per row; got shape "
@@ -353,7 +371,7 @@ def check_init_array(init, n_clusters: int, n_features: int, dtype) -> np.ndarra
     """Validate explicit initial centroids: real numbers, shape (n_clusters, n_features),
     finite; returned as a new array of ``dtype`` (the caller's array is never kept)."""
     try:
-        arr = np.asarray(init)
+        arr = np.asarray(host_values(init))
     except (TypeError, ValueError) as exc:  # ragged nested lists
         raise ValueError(f"init array could not be read as an array: {exc}") from exc
     if arr.dtype.kind not in "biuf":

@@ -69,6 +69,14 @@ def global_dtype(request):
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
+def skip_array_api_check(check) -> None:
+    """Skip scikit-learn's array-API estimator checks in this session: they need
+    SCIPY_ARRAY_API=1 before scipy is imported, and tests/test_array_api.py runs them so,
+    in a child process."""
+    if getattr(check, "func", check).__name__.startswith("check_array_api"):
+        pytest.skip("array-API checks run in tests/test_array_api.py (SCIPY_ARRAY_API=1)")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Report a skip raised inside an installed package (e.g. scikit-learn's estimator
