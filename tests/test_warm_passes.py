@@ -161,3 +161,10 @@ def test_inertia_and_labels_are_those_of_the_fresh_assignment(moves):
     np.testing.assert_array_equal(st.labels_, st.predict(X))
     np.testing.assert_array_equal(st.labels_, distances.argmin(1))
     assert st.inertia_ == pytest.approx(float(distances.min(1).sum()), rel=1e-9)
+
+
+@pytest.mark.parametrize("max_iter", [3, 5])
+def test_a_split_merge_moves_fit_runs_twice_max_iter(max_iter):
+    # the move's fit starts with two new centroids far from convergence (see _fit_plan)
+    plan = SpatialTransformerKMeans(4, max_iter=max_iter)._fit_plan(64)
+    assert plan.refine.max_iter == 2 * max_iter
