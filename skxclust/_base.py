@@ -455,9 +455,11 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             centers = centers - shift
             counts = fitted_tensor(self._counts, device, copy=True)
         with pass_threads(geometry.pass_work(Xt, centers)):
-            on_rows = geometry.for_rows(Xt, sw)  # row norms etc. once for both passes
-            centers, counts = mini_batch_step(on_rows, Xt, centers, counts, sw)
-            after = on_rows.assign(Xt, centers)
+            centers, counts = mini_batch_step(geometry.for_rows(Xt, sw), Xt, centers,
+                                              counts, sw)
+            # the chunk's labels after the step: the first pass of a run of its own (a ST
+            # run continues warps from its first pass on; this one must be predict's)
+            after = geometry.for_rows(Xt, sw).assign(Xt, centers)
             stats = plan.statistics.sums(Xt, after.labels, centers, geometry)
         inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
         result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),
