@@ -223,8 +223,12 @@ class _OneRestart(Geometry):
         return self._batched(self.geometry.assign(X, centers[0]))
 
     def refine(self, X, centers, assignment):
-        single = Assignment(assignment.labels[0], assignment.distances[0], assignment.state)
-        return self._batched(self.geometry.refine(X, centers[0], single))
+        return self._batched(self.geometry.refine(X, centers[0], self._single(assignment)))
+
+    @staticmethod
+    def _single(a: Assignment) -> Assignment:
+        """The one restart of a batched assignment, without its restart axis."""
+        return Assignment(a.labels[0], a.distances[0], a.state)
 
     @staticmethod
     def _batched(a: Assignment) -> Assignment:
@@ -233,8 +237,8 @@ class _OneRestart(Geometry):
                           None if a.pairwise is None else a.pairwise[None])
 
     def update(self, X, centers, assignment, sample_weight):
-        single = Assignment(assignment.labels[0], assignment.distances[0], assignment.state)
-        new, weight = self.geometry.update(X, centers[0], single, sample_weight)
+        new, weight = self.geometry.update(X, centers[0], self._single(assignment),
+                                           sample_weight)
         return new[None], weight[None]
 
     def relocate(self, X, centers, weight, assignment):
