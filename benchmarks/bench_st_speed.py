@@ -75,8 +75,8 @@ from benchmarks._common import (  # noqa: E402
 )
 from skxclust import SpatialTransformerKMeans  # noqa: E402
 from skxclust.nn import make_warp_model  # noqa: E402
+from skxclust.nn.pair_batch import warp_energy  # noqa: E402
 from skxclust.nn.tps import control_points  # noqa: E402
-from skxclust.nn.warp_solver import warp_energy  # noqa: E402
 from skxclust.nn.warps import warp_grids  # noqa: E402
 
 NAME = "st_speed"

@@ -26,10 +26,11 @@ from .nn.centroid_update import (
     normal_sums,
     solve_normal_equations,
 )
+from .nn.pair_batch import pair_scale, warp_energy
 from .nn.pyramid import coarse_shape
 from .nn.warp_evidence import warp_log_volume
 from .nn.warp_refit import refit_warps
-from .nn.warp_solver import fit_warps, pair_scale, warp_energy
+from .nn.warp_solver import fit_warps
 from .nn.warps import make_warp_model, unwarp_images
 
 __all__ = ["WarpGeometry", "euclidean_kmeans", "ward_merge"]

@@ -37,8 +37,8 @@ from skxclust.nn.centroid_update import (
     solve_normal_equations,
 )
 from skxclust.nn.lrp import auto_beta, root_point_relevance
+from skxclust.nn.pair_batch import warp_energy
 from skxclust.nn.warp_evidence import warp_log_volume
-from skxclust.nn.warp_solver import warp_energy
 from skxclust.nn.warps import warp_adjoint, warp_grids, warp_normal
 
 PUBLIC = [

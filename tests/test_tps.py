@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from skxclust.nn.centroid_update import solve_centroids
+from skxclust.nn.pair_batch import warp_energy
 from skxclust.nn.tps import (
     affine_basis,
     control_points,
@@ -23,7 +24,6 @@ from skxclust.nn.tps import (
     tps_kernel_matrix,
     warp_grid,
 )
-from skxclust.nn.warp_solver import warp_energy
 from skxclust.nn.warps import (
     invert_warps,
     make_warp_model,

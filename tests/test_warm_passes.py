@@ -8,9 +8,10 @@ from sklearn.datasets import load_digits
 
 import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
+from skxclust.nn.pair_batch import warp_energy
 from skxclust.nn.tps import pixel_grid
 from skxclust.nn.warp_refit import refit_warps
-from skxclust.nn.warp_solver import fit_warps, warp_energy
+from skxclust.nn.warp_solver import fit_warps
 from skxclust.nn.warps import make_warp_model
 
 F64 = torch.float64

@@ -8,9 +8,10 @@ from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
 from skxclust import SpatialTransformerKMeans
+from skxclust.nn.pair_batch import pair_scale, warp_energy
 from skxclust.nn.pyramid import coarse_shape, downsample_images
 from skxclust.nn.tps import pixel_grid
-from skxclust.nn.warp_solver import fit_warps, pair_scale, warp_energy
+from skxclust.nn.warp_solver import fit_warps
 from skxclust.nn.warps import make_warp_model
 
 F64 = torch.float64

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from _warp_reference import pair_log_volume
 
+from skxclust.nn.pair_batch import Coordinates, PairBatch, warp_energy
 from skxclust.nn.tps import (
     control_points,
     grid_size_from_landmarks,
@@ -15,7 +16,7 @@ from skxclust.nn.tps import (
     warp_grid,
 )
 from skxclust.nn.warp_evidence import warp_log_volume
-from skxclust.nn.warp_solver import Coordinates, PairBatch, fit_warps, warp_energy
+from skxclust.nn.warp_solver import fit_warps
 from skxclust.nn.warps import make_warp_model, warp_grids, warp_images
 
 F64 = torch.float64

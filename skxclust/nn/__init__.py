@@ -16,7 +16,9 @@ from the submodule that holds it:
 - :mod:`skxclust.nn.warps`: warp families and the resampling operators of ST K-means
   (``warp_grids``, ``warp_adjoint``, ``warp_normal``, ``invert_warps``).
 - :mod:`skxclust.nn.warp_solver`: the regularised warp fit of every (sample, centroid) pair
-  (Levenberg–Marquardt; ``warp_energy``), :mod:`~skxclust.nn.warp_evidence`
+  from the identity (Levenberg–Marquardt), :mod:`~skxclust.nn.warp_refit` (the same fit
+  continued from given warps), :mod:`~skxclust.nn.pair_batch` (the energy and normal
+  equations of a batch of pairs; ``warp_energy``), :mod:`~skxclust.nn.warp_evidence`
   (``warp_log_volume``), :mod:`~skxclust.nn.pyramid` (the coarse level).
 - :mod:`skxclust.nn.centroid_update`: the ST K-means centroid update for fixed warps
   (``solve_centroids`` and its blockwise pieces).

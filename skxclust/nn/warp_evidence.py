@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args, check_warp_args
-from .warp_solver import Coordinates, PairBatch, per_pair_weight
+from .pair_batch import Coordinates, PairBatch, per_pair_weight
 from .warps import WarpModel
 
 __all__ = ["warp_log_volume"]

@@ -17,13 +17,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args, check_warp_args
-from .warp_solver import (
-    PairLevel,
-    levenberg_marquardt,
-    pair_scale,
-    per_pair_weight,
-    screen_pairs,
-)
+from .warp_solver import PairLevel, screen_pairs
 from .warps import WarpModel
 
 __all__ = ["refit_warps"]
@@ -99,32 +93,18 @@ def refit_warps(
     check_warp_args(model, params=start, params_dims="(B, K, n_basis, D)",
                     B=(samples.shape[0], "samples.shape[0]"),
                     K=(centroids.shape[0], "centroids.shape[0]"))
-    # scale-invariant as fit_warps: run on images of magnitude ~1 (a power of two, exact)
-    scale = pair_scale(samples, centroids)
-    samples, centroids = samples.detach() / scale, centroids.detach() / scale
+    level = PairLevel.scaled(samples, centroids, model, penalty, bending_weight,
+                             affine_weight)
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
-    weight = per_pair_weight(penalty, n_samples, n_clusters, samples) / (scale * scale)
-    gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
-    level = PairLevel(model, samples, centroids, weight, gram)
-    flat = start.detach().to(samples.dtype).transpose(0, 1).reshape(
+    flat = start.detach().to(level.samples.dtype).transpose(0, 1).reshape(
         n_clusters * n_samples, model.n_params)
-    energy = level.pairs(None).energy(flat)[0]
+    energy = level.energy(flat)
     if n_steps > 0:
         capped = n_candidates is not None and n_candidates < n_clusters
         rows = None
         if capped or screen_ratio is not None:
             rows = screen_pairs(energy.reshape(n_clusters, n_samples),
                                n_candidates if capped else None, screen_ratio)
-        damp = flat.new_full((flat.shape[0] if rows is None else rows.numel(),),
-                             float(damping))
-        if rows is None:
-            energy, flat, _ = levenberg_marquardt(level.pairs(None), flat, n_steps,
-                                                  level.full, damp)
-        else:
-            out = levenberg_marquardt(level.pairs(rows), flat[rows], n_steps, level.full,
-                                      damp)
-            energy, flat = energy.clone(), flat.clone()
-            energy[rows], flat[rows] = out[0], out[1]
-    shape = (n_clusters, n_samples, model.n_basis, model.ndim)
-    return ((energy * (scale * scale)).reshape(n_clusters, n_samples).T.contiguous(),
-            flat.reshape(shape).transpose(0, 1).contiguous())
+        damp = flat.new_full((flat.shape[0],), float(damping))
+        energy, flat, _ = level.steps(flat, damp, n_steps, rows, energy)
+    return level.per_sample(energy, flat)

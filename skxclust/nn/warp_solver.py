@@ -24,7 +24,11 @@ shrinks; otherwise it grows and the pair stays). :math:`E` therefore never rises
 few tens of steps reach the optimum to the precision that matters for the assignment.
 All pairs of a chunk share every operation: one GEMM builds the grids, one
 ``grid_sampler`` call warps every centroid, one batched matrix product forms every
-:math:`J^\top J`, one batched Cholesky solve gives every step.
+:math:`J^\top J` (:class:`~skxclust.nn.pair_batch.PairBatch`), one batched Cholesky
+solve gives every step. :class:`PairLevel` holds the pairs of a chunk at one resolution
+and runs the steps on all of them or on the screened candidates; :func:`fit_warps`
+(from the identity) and :func:`~skxclust.nn.warp_refit.refit_warps` (from given warps)
+are two schedules of those steps.
 
 The first ``affine_steps`` steps move only the affine part of the warp (coarse to fine):
 the global pose is found before the local bending, which keeps the fit out of the poor
@@ -35,134 +39,12 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_pair_args, check_warp_args
+from ._checks import check_pair_args
+from .pair_batch import Coordinates, PairBatch, coordinates, pair_scale, per_pair_weight
 from .pyramid import downsample_images
-from .warps import BILINEAR, ZEROS, WarpModel
+from .warps import WarpModel
 
-__all__ = ["Coordinates", "PairBatch", "PairLevel", "coordinates", "fit_warps",
-           "levenberg_marquardt", "screen_pairs",
-           "pair_scale", "per_pair_weight", "warp_energy"]
-
-
-def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``v^T G v`` per row of ``flat`` (N, n) and ``G v`` (N, n)."""
-    gv = flat @ gram
-    return (flat * gv).sum(-1), gv
-
-
-class Coordinates:
-    """The parameters a fit moves: ``params = rows @ z`` (rows of the warp basis).
-
-    Holds what the normal equations need: the basis in these coordinates (P, m), the
-    products of its columns per pixel (upper triangle, (P, m (m + 1) / 2)) and the lift
-    ``kron(rows, I_D)`` to full parameters (None when ``rows`` is the identity).
-    """
-
-    def __init__(self, model: WarpModel, rows: torch.Tensor | None = None):
-        basis = model.basis if rows is None else model.basis @ rows.to(model.basis.dtype)
-        self.basis = basis
-        self.size = basis.shape[1]
-        self.upper = torch.triu_indices(self.size, self.size, device=basis.device)
-        self.outer = basis[:, self.upper[0]] * basis[:, self.upper[1]]
-        # J^T J[(j, d), (k, e)] is entry tri(j, k) of slope product s_d s_e: its position
-        # in the flattened (slope product, triangle entry) output of the one GEMM
-        n_upper = self.upper.shape[1]
-        tri = torch.zeros(self.size, self.size, dtype=torch.long, device=basis.device)
-        order = torch.arange(n_upper, device=basis.device)
-        tri[self.upper[0], self.upper[1]] = order
-        tri[self.upper[1], self.upper[0]] = order
-        ndim = model.ndim
-        product = torch.tensor([[0, 1], [1, 2]] if ndim == 2 else [[0]], device=basis.device)
-        self.gather = (product[None, :, None, :] * n_upper + tri[:, None, :, None]).reshape(-1)
-        self.lift = None
-        if rows is not None:
-            eye = torch.eye(model.ndim, dtype=basis.dtype, device=basis.device)
-            self.lift = torch.kron(rows.to(basis.dtype), eye)
-
-
-def coordinates(model: WarpModel, affine: bool) -> Coordinates:
-    """The coordinates of all the parameters or of the affine ones, built once per model
-    (in ``model.cache``)."""
-    key = ("coordinates", affine)
-    if key not in model.cache:
-        model.cache[key] = Coordinates(model, model.affine_rows if affine else None)
-    return model.cache[key]
-
-
-class PairBatch:
-    """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P)."""
-
-    def __init__(self, images, targets, model: WarpModel, weight, gram):
-        self.images = images  # (G, 1, H, W)
-        self.targets = targets  # broadcastable to (G, M, P)
-        self.model = model
-        self.weight = weight  # (G * M,)
-        self.gram = gram  # (n_params, n_params)
-
-    def select(self, rows: torch.Tensor) -> PairBatch:
-        """The pairs ``rows`` (into the image-major ``G * M`` list), one image each."""
-        n_warps = self.weight.shape[0] // self.images.shape[0]
-        image, warp = rows // n_warps, rows % n_warps
-        pixels = self.targets.shape[-1]
-        targets = self.targets.expand(self.images.shape[0], n_warps, pixels)[image, warp]
-        return PairBatch(self.images[image], targets[:, None], self.model, self.weight[rows],
-                         self.gram)
-
-    def _grid(self, flat):
-        """Sampling grids of the warps ``flat`` (N, n_params), shape (G, M * H, W, 2)."""
-        grid = torch.addmm(self.model.flat_points, flat, self.model.flat_basis)
-        return grid.reshape(self.images.shape[0], -1, self.model.shape[1], 2)
-
-    def energy(self, flat):
-        """Energy (G * M,) and residual ``S mu - x`` (G, M, P) of the warps ``flat``."""
-        warped = torch.grid_sampler_2d(self.images, self._grid(flat), BILINEAR, ZEROS, True)
-        residual = warped.reshape(self.images.shape[0], -1, self.targets.shape[-1]) \
-            - self.targets
-        size, _ = _quadratic(flat, self.gram)
-        return (residual * residual).sum(-1).reshape(-1) + self.weight * size, residual
-
-    def normal_system(self, flat, residual, coords: Coordinates):
-        """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
-        in the coordinates ``coords``."""
-        n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
-        grid = self._grid(flat)
-        ones = torch.ones(grid.shape[:3], dtype=flat.dtype, device=flat.device)[:, None]
-        _, slope = torch.ops.aten.grid_sampler_2d_backward(
-            ones, self.images, grid, BILINEAR, ZEROS, True, [False, True]
-        )
-        # slope[n, d, p]: derivative of warped pixel p along the grid coordinate of warped
-        # axis d (each output pixel depends only on its own grid point). Parameter (j, d)
-        # moves that coordinate of pixel p by basis[p, j], so J[n, (j, d), p] =
-        # basis[p, j] slope[n, d, p] and J^T J is built from per-pixel slope products
-        # against per-pixel basis products: one GEMM, no (N, m D, P) Jacobian.
-        # (N, 2, P), contiguous: the products below then run on unit-stride rows
-        slope = slope.reshape(n_pairs, -1, 2).transpose(1, 2)
-        if ndim == 1:
-            slope = slope[:, self.model.axes[0]:self.model.axes[0] + 1]
-        slope = slope.contiguous()
-        if ndim == 2:
-            sx, sy = slope[:, 0], slope[:, 1]
-            weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
-            torch.mul(sx, sx, out=weights[:, 0])
-            torch.mul(sx, sy, out=weights[:, 1])
-            torch.mul(sy, sy, out=weights[:, 2])
-        else:
-            weights = slope * slope
-        vals = (weights.reshape(-1, weights.shape[-1]) @ coords.outer).reshape(
-            n_pairs, weights.shape[1], -1)
-        hess = torch.index_select(vals.reshape(n_pairs, -1), 1, coords.gather).reshape(
-            n_pairs, size * ndim, size * ndim)
-        res = residual.reshape(n_pairs, 1, -1)
-        grad = ((slope * res).reshape(n_pairs * ndim, -1) @ coords.basis).reshape(
-            n_pairs, ndim, size).transpose(1, 2).reshape(n_pairs, size * ndim)
-        _, gv = _quadratic(flat, self.gram)
-        penalty, pen_hess = self.weight[:, None] * gv, self.gram
-        if coords.lift is not None:
-            penalty = penalty @ coords.lift
-            pen_hess = coords.lift.T @ pen_hess @ coords.lift
-        # + weight_n * pen_hess for every pair n, in place (no (N, m D, m D) temporary)
-        hess.view(n_pairs, -1).addr_(self.weight, pen_hess.reshape(-1))
-        return hess, grad + penalty
+__all__ = ["PairLevel", "fit_warps", "levenberg_marquardt", "screen_pairs"]
 
 
 def _damped_steps(hess, grad, damping):
@@ -215,27 +97,50 @@ def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates,
     return energy, flat, damping
 
 
-def per_pair_weight(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torch.Tensor:
-    """Penalty weight per (image, sample) pair, image-major, shape (n_images * n_samples,)."""
-    if not isinstance(weight, torch.Tensor):
-        weight = like.new_full((n_samples,), float(weight))
-    return weight.to(like.dtype).reshape(n_samples).repeat(n_images)
-
-
 class PairLevel:
-    """The pairs of a chunk at one resolution: every (centroid, sample) pair or a subset.
+    """Every (centroid, sample) pair of a chunk at one resolution, and the steps that fit
+    their warps.
 
-    ``weight`` is the per-pair penalty (K * B,), image-major, already scaled to the level.
+    The images are scaled by ``scale`` (see :func:`~skxclust.nn.pair_batch.pair_scale`)
+    and ``weight`` is the per-pair penalty (K * B,), image-major, scaled to the images and
+    to the level. Warps are flat parameters (K * B, n_params) in the same image-major
+    order. Build one with :meth:`scaled`; :meth:`coarser` is the same pairs on
+    downsampled images, :meth:`steps` fits all the pairs or a subset, and
+    :meth:`per_sample` turns flat results back into the caller's scale and layout.
     """
 
-    def __init__(self, model: WarpModel, samples, centroids, weight, gram):
+    def __init__(self, model: WarpModel, samples, centroids, weight, gram, scale):
         self.model = model
         self.samples = samples  # (B, P_level)
         self.images = centroids.reshape(centroids.shape[0], 1, *model.shape)
         self.weight = weight
         self.gram = gram
+        self.scale = scale
         self.full = coordinates(model, affine=False)
         self.affine = None if model.affine_rows is None else coordinates(model, affine=True)
+
+    @classmethod
+    def scaled(cls, samples: torch.Tensor, centroids: torch.Tensor, model: WarpModel,
+               penalty, bending_weight: float, affine_weight: float) -> PairLevel:
+        """The pairs of ``samples`` (B, P) and ``centroids`` (K, P) with the penalty
+        ``penalty`` (float or (B,)), on images divided by their power-of-two scale: the
+        fit is scale-invariant (x and mu times c: the energy times c^2 when the penalty
+        is too), so it runs on images of magnitude ~1 (an exact division)."""
+        scale = pair_scale(samples, centroids)
+        samples, centroids = samples.detach() / scale, centroids.detach() / scale
+        weight = per_pair_weight(penalty, samples.shape[0], centroids.shape[0], samples)
+        gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
+        return cls(model, samples, centroids, weight / (scale * scale), gram, scale)
+
+    def coarser(self, coarse: WarpModel) -> PairLevel:
+        """The same pairs on the images downsampled to ``coarse.shape`` (the penalty scaled
+        by the ratio of pixel counts); warp parameters mean the same at both levels."""
+        shape = self.model.shape
+        ratio = coarse.shape[0] * coarse.shape[1] / (shape[0] * shape[1])
+        centroids = self.images.reshape(self.images.shape[0], -1)
+        return PairLevel(coarse, downsample_images(self.samples, shape, coarse.shape),
+                         downsample_images(centroids, shape, coarse.shape),
+                         self.weight * ratio, self.gram, self.scale)
 
     def pairs(self, rows: torch.Tensor | None) -> PairBatch:
         """All pairs (``rows`` None) or the pairs ``rows`` of the image-major list."""
@@ -244,6 +149,38 @@ class PairLevel:
         n_samples = self.samples.shape[0]
         return PairBatch(self.images[rows // n_samples], self.samples[rows % n_samples][:, None],
                          self.model, self.weight[rows], self.gram)
+
+    def energy(self, flat: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Energy of every pair at the warps ``flat`` (K * B, n_params), or of the pairs
+        ``rows`` at ``flat[rows]``."""
+        return self.pairs(rows).energy(flat if rows is None else flat[rows])[0]
+
+    def steps(self, flat: torch.Tensor, damping: torch.Tensor, n_steps: int,
+              rows: torch.Tensor | None = None, energy: torch.Tensor | None = None,
+              affine: bool = False):
+        """``n_steps`` Levenberg–Marquardt steps (on the affine part of the warps with
+        ``affine``) on every pair, or on the pairs ``rows`` only: the others keep their
+        warp, damping and ``energy`` (required with ``rows``).
+
+        Returns the energies, warps and damping of every pair.
+        """
+        coords: Coordinates = self.affine if affine else self.full  # type: ignore[assignment]
+        if rows is None:
+            return levenberg_marquardt(self.pairs(None), flat, n_steps, coords, damping)
+        assert energy is not None  # the energies of the pairs left out
+        out = levenberg_marquardt(self.pairs(rows), flat[rows], n_steps, coords,
+                                  damping[rows])
+        energy, flat, damping = energy.clone(), flat.clone(), damping.clone()
+        energy[rows], flat[rows], damping[rows] = out
+        return energy, flat, damping
+
+    def per_sample(self, energy: torch.Tensor, flat: torch.Tensor):
+        """Energies (B, K) in the caller's scale and warps (B, K, n_basis, D) from the
+        image-major ``energy`` (K * B,) and ``flat`` (K * B, n_params)."""
+        n_clusters, n_samples = self.images.shape[0], self.samples.shape[0]
+        shape = (n_clusters, n_samples, self.model.n_basis, self.model.ndim)
+        return ((energy * (self.scale * self.scale)).reshape(n_clusters, n_samples)
+                .T.contiguous(), flat.reshape(shape).transpose(0, 1).contiguous())
 
 
 def screen_pairs(energy: torch.Tensor, n_candidates: int | None,
@@ -356,26 +293,17 @@ def fit_warps(
     True
     """
     check_pair_args(model, samples, centroids, penalty)
-    # The fit is scale-invariant (x and mu times c: the energy times c^2 when the penalty
-    # is too), so it runs on images of magnitude ~1, scaled by a power of two (exact).
-    scale = pair_scale(samples, centroids)
-    samples, centroids = samples.detach() / scale, centroids.detach() / scale
-    n_samples, n_clusters = samples.shape[0], centroids.shape[0]
-    weight = per_pair_weight(penalty, n_samples, n_clusters, samples) / (scale * scale)
-    gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
-    fine = PairLevel(model, samples, centroids, weight, gram)
+    fine = PairLevel.scaled(samples, centroids, model, penalty, bending_weight, affine_weight)
+    n_pairs = fine.images.shape[0] * fine.samples.shape[0]
     switch, first_level = 0, fine  # full steps on the coarse level, level of the first
     if coarse is not None:
         switch = min(coarse_steps, n_steps)
-        ratio = coarse.shape[0] * coarse.shape[1] / (model.shape[0] * model.shape[1])
-        low = first_level = PairLevel(
-            coarse, downsample_images(samples, model.shape, coarse.shape),
-            downsample_images(centroids, model.shape, coarse.shape), weight * ratio, gram)
-    flat = samples.new_zeros(n_clusters * n_samples, model.n_params)
-    damp = flat.new_full((flat.shape[0],), float(damping))  # per pair
+        low = first_level = fine.coarser(coarse)
+    flat = fine.samples.new_zeros(n_pairs, model.n_params)
+    damp = flat.new_full((n_pairs,), float(damping))  # per pair
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
-        _, flat, damp = levenberg_marquardt(first_level.pairs(None), flat, affine_steps,
-                                            first_level.affine, damp)
+        _, flat, damp = first_level.steps(flat, damp, affine_steps, affine=True)
+    n_clusters = centroids.shape[0]
     capped = n_candidates is not None and n_candidates < n_clusters
     screen_at = screen_steps if ((capped or screen_ratio is not None)
                                  and 0 <= screen_steps < n_steps) else None
@@ -387,22 +315,16 @@ def fit_warps(
             # screened on full-resolution energies: on 600 MNIST rows the coarse-level
             # ones dropped the final centroid of 0.3 % of the samples, these of none
             if energy is None or coarse_energy:
-                energy, coarse_energy = fine.pairs(None).energy(flat)[0], False
-            rows = screen_pairs(energy.reshape(n_clusters, n_samples),
+                energy, coarse_energy = fine.energy(flat), False
+            rows = screen_pairs(energy.reshape(n_clusters, -1),
                                n_candidates if capped else None, screen_ratio)
+        energy, flat, damp = level.steps(flat, damp, last - first, rows, energy)
         if rows is None:
-            energy, flat, damp = levenberg_marquardt(level.pairs(None), flat,
-                                                     last - first, level.full, damp)
             coarse_energy = on_coarse
-            continue
-        out = levenberg_marquardt(level.pairs(rows), flat[rows], last - first, level.full,
-                                  damp[rows])
-        assert energy is not None  # set when the candidates were screened
-        energy, flat, damp = energy.clone(), flat.clone(), damp.clone()
-        energy[rows], flat[rows], damp[rows] = out
-        coarse_candidates = on_coarse
+        else:
+            coarse_candidates = on_coarse
     if energy is None:  # no step at all: the identity
-        energy = fine.pairs(None).energy(flat)[0]
+        energy = fine.energy(flat)
     # pairs whose last energy is a coarse-level one get their full-resolution energy
     redo = torch.full_like(energy, coarse_energy, dtype=torch.bool)
     if rows is not None:
@@ -410,84 +332,5 @@ def fit_warps(
     redo = torch.nonzero(redo)[:, 0]
     if redo.numel():
         energy = energy.clone()
-        energy[redo] = fine.pairs(redo).energy(flat[redo])[0]
-    shape = (n_clusters, n_samples, model.n_basis, model.ndim)
-    return ((energy * (scale * scale)).reshape(n_clusters, n_samples).T.contiguous(),
-            flat.reshape(shape).transpose(0, 1).contiguous())
-
-
-def pair_scale(samples: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
-    """The power of two nearest the largest magnitude of ``samples`` and ``centroids``.
-
-    Dividing both by it changes no rounding (a power of two) but keeps every product of
-    the warp fit far from overflow and underflow, whatever the scale of the data (1 for
-    all-zero images).
-
-    Parameters
-    ----------
-    samples : Tensor of shape (B, P)
-    centroids : Tensor of shape (K, P)
-
-    Returns
-    -------
-    Tensor of shape (), in the dtype of ``samples``
-
-    Examples
-    --------
-    >>> import torch
-    >>> from skxclust.nn.warp_solver import pair_scale
-    >>> float(pair_scale(torch.tensor([[3.0, -1.0]]), torch.zeros(2, 2)))
-    4.0
-    """
-    largest = torch.maximum(samples.detach().abs().amax(), centroids.detach().abs().amax())
-    _, exponent = torch.frexp(largest)
-    scale = torch.ldexp(torch.ones_like(largest), exponent)
-    return torch.where(largest > 0, scale, torch.ones_like(scale))
-
-
-def warp_energy(
-    samples: torch.Tensor,
-    centroids: torch.Tensor,
-    model: WarpModel,
-    params: torch.Tensor,
-    penalty: float | torch.Tensor,
-    bending_weight: float = 1.0,
-    affine_weight: float = 1.0,
-) -> torch.Tensor:
-    """Energy ``||x_b - S(params[b, k]) mu_k||^2 + penalty_b v^T G v`` of given warps.
-
-    Parameters
-    ----------
-    samples : Tensor of shape (B, P)
-    centroids : Tensor of shape (K, P)
-    model : WarpModel
-    params : Tensor of shape (B, K, n_basis, D)
-    penalty : float or Tensor of shape (B,)
-
-    Returns
-    -------
-    Tensor of shape (B, K)
-
-    Examples
-    --------
-    At the identity warp the energy is the squared distance:
-
-    >>> import torch
-    >>> from skxclust.nn import make_warp_model
-    >>> from skxclust.nn.warp_solver import warp_energy
-    >>> model = make_warp_model((1, 4), n_landmarks=4, transform="affine")
-    >>> x, mu = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.zeros(2, 4)
-    >>> warp_energy(x, mu, model, torch.zeros(1, 2, 2, 1), penalty=1.0).tolist()
-    [[30.0, 30.0]]
-    """
-    check_pair_args(model, samples, centroids, penalty)
-    check_warp_args(model, params=params, params_dims="(B, K, n_basis, D)",
-                     B=(samples.shape[0], "samples.shape[0]"),
-                     K=(centroids.shape[0], "centroids.shape[0]"))
-    n_samples, n_clusters = params.shape[:2]
-    images = centroids.reshape(n_clusters, 1, *model.shape)
-    flat = params.transpose(0, 1).reshape(n_clusters * n_samples, model.n_params)
-    weight = per_pair_weight(penalty, n_samples, n_clusters, samples)
-    pairs = PairBatch(images, samples[None], model, weight,
-                      model.penalty_gram(bending_weight, affine_weight).to(samples.dtype))
-    return pairs.energy(flat.to(samples.dtype))[0].reshape(n_clusters, n_samples).T
+        energy[redo] = fine.energy(flat, redo)
+    return fine.per_sample(energy, flat)

@@ -1,0 +1,232 @@
+r"""A batch of (sample, centroid) warp pairs: its energy and its normal equations.
+
+Pure torch; no scikit-learn import. Shapes: ``B`` samples, ``K`` centroids, ``P = H * W``
+pixels, ``n_params = n_basis * D`` parameters per warp (see :mod:`skxclust.nn.warps`).
+
+For a sample :math:`x` and a centroid :math:`\mu` the energy of the warp ``v`` is
+
+.. math::  E(v) = \lVert x - S_v \mu\rVert^2 + \lambda\, v^\top G\, v,
+
+where :math:`S_v` resamples the centroid through the warp and ``G`` is the warp's penalty
+matrix (:attr:`WarpModel.penalty_gram <skxclust.nn.warps.WarpModel>`). :class:`PairBatch`
+evaluates it for every pair of a batch at once (one GEMM builds the grids, one
+``grid_sampler`` call warps every centroid) and forms the Gauss-Newton normal equations
+that :mod:`skxclust.nn.warp_solver` solves; :func:`warp_energy` is the same energy for
+given warps. The solvers (:func:`~skxclust.nn.warp_solver.fit_warps`,
+:func:`~skxclust.nn.warp_refit.refit_warps`) and the Laplace volume
+(:mod:`skxclust.nn.warp_evidence`) are built on these pieces.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._checks import check_pair_args, check_warp_args
+from .warps import BILINEAR, ZEROS, WarpModel
+
+__all__ = ["Coordinates", "PairBatch", "coordinates", "pair_scale", "per_pair_weight",
+           "warp_energy"]
+
+def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``v^T G v`` per row of ``flat`` (N, n) and ``G v`` (N, n)."""
+    gv = flat @ gram
+    return (flat * gv).sum(-1), gv
+
+
+class Coordinates:
+    """The parameters a fit moves: ``params = rows @ z`` (rows of the warp basis).
+
+    Holds what the normal equations need: the basis in these coordinates (P, m), the
+    products of its columns per pixel (upper triangle, (P, m (m + 1) / 2)) and the lift
+    ``kron(rows, I_D)`` to full parameters (None when ``rows`` is the identity).
+    """
+
+    def __init__(self, model: WarpModel, rows: torch.Tensor | None = None):
+        basis = model.basis if rows is None else model.basis @ rows.to(model.basis.dtype)
+        self.basis = basis
+        self.size = basis.shape[1]
+        self.upper = torch.triu_indices(self.size, self.size, device=basis.device)
+        self.outer = basis[:, self.upper[0]] * basis[:, self.upper[1]]
+        # J^T J[(j, d), (k, e)] is entry tri(j, k) of slope product s_d s_e: its position
+        # in the flattened (slope product, triangle entry) output of the one GEMM
+        n_upper = self.upper.shape[1]
+        tri = torch.zeros(self.size, self.size, dtype=torch.long, device=basis.device)
+        order = torch.arange(n_upper, device=basis.device)
+        tri[self.upper[0], self.upper[1]] = order
+        tri[self.upper[1], self.upper[0]] = order
+        ndim = model.ndim
+        product = torch.tensor([[0, 1], [1, 2]] if ndim == 2 else [[0]], device=basis.device)
+        self.gather = (product[None, :, None, :] * n_upper + tri[:, None, :, None]).reshape(-1)
+        self.lift = None
+        if rows is not None:
+            eye = torch.eye(model.ndim, dtype=basis.dtype, device=basis.device)
+            self.lift = torch.kron(rows.to(basis.dtype), eye)
+
+
+def coordinates(model: WarpModel, affine: bool) -> Coordinates:
+    """The coordinates of all the parameters or of the affine ones, built once per model
+    (in ``model.cache``)."""
+    key = ("coordinates", affine)
+    if key not in model.cache:
+        model.cache[key] = Coordinates(model, model.affine_rows if affine else None)
+    return model.cache[key]
+
+
+class PairBatch:
+    """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P)."""
+
+    def __init__(self, images, targets, model: WarpModel, weight, gram):
+        self.images = images  # (G, 1, H, W)
+        self.targets = targets  # broadcastable to (G, M, P)
+        self.model = model
+        self.weight = weight  # (G * M,)
+        self.gram = gram  # (n_params, n_params)
+
+    def select(self, rows: torch.Tensor) -> PairBatch:
+        """The pairs ``rows`` (into the image-major ``G * M`` list), one image each."""
+        n_warps = self.weight.shape[0] // self.images.shape[0]
+        image, warp = rows // n_warps, rows % n_warps
+        pixels = self.targets.shape[-1]
+        targets = self.targets.expand(self.images.shape[0], n_warps, pixels)[image, warp]
+        return PairBatch(self.images[image], targets[:, None], self.model, self.weight[rows],
+                         self.gram)
+
+    def _grid(self, flat):
+        """Sampling grids of the warps ``flat`` (N, n_params), shape (G, M * H, W, 2)."""
+        grid = torch.addmm(self.model.flat_points, flat, self.model.flat_basis)
+        return grid.reshape(self.images.shape[0], -1, self.model.shape[1], 2)
+
+    def energy(self, flat):
+        """Energy (G * M,) and residual ``S mu - x`` (G, M, P) of the warps ``flat``."""
+        warped = torch.grid_sampler_2d(self.images, self._grid(flat), BILINEAR, ZEROS, True)
+        residual = warped.reshape(self.images.shape[0], -1, self.targets.shape[-1]) \
+            - self.targets
+        size, _ = _quadratic(flat, self.gram)
+        return (residual * residual).sum(-1).reshape(-1) + self.weight * size, residual
+
+    def normal_system(self, flat, residual, coords: Coordinates):
+        """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
+        in the coordinates ``coords``."""
+        n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
+        grid = self._grid(flat)
+        ones = torch.ones(grid.shape[:3], dtype=flat.dtype, device=flat.device)[:, None]
+        _, slope = torch.ops.aten.grid_sampler_2d_backward(
+            ones, self.images, grid, BILINEAR, ZEROS, True, [False, True]
+        )
+        # slope[n, d, p]: derivative of warped pixel p along the grid coordinate of warped
+        # axis d (each output pixel depends only on its own grid point). Parameter (j, d)
+        # moves that coordinate of pixel p by basis[p, j], so J[n, (j, d), p] =
+        # basis[p, j] slope[n, d, p] and J^T J is built from per-pixel slope products
+        # against per-pixel basis products: one GEMM, no (N, m D, P) Jacobian.
+        # (N, 2, P), contiguous: the products below then run on unit-stride rows
+        slope = slope.reshape(n_pairs, -1, 2).transpose(1, 2)
+        if ndim == 1:
+            slope = slope[:, self.model.axes[0]:self.model.axes[0] + 1]
+        slope = slope.contiguous()
+        if ndim == 2:
+            sx, sy = slope[:, 0], slope[:, 1]
+            weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
+            torch.mul(sx, sx, out=weights[:, 0])
+            torch.mul(sx, sy, out=weights[:, 1])
+            torch.mul(sy, sy, out=weights[:, 2])
+        else:
+            weights = slope * slope
+        vals = (weights.reshape(-1, weights.shape[-1]) @ coords.outer).reshape(
+            n_pairs, weights.shape[1], -1)
+        hess = torch.index_select(vals.reshape(n_pairs, -1), 1, coords.gather).reshape(
+            n_pairs, size * ndim, size * ndim)
+        res = residual.reshape(n_pairs, 1, -1)
+        grad = ((slope * res).reshape(n_pairs * ndim, -1) @ coords.basis).reshape(
+            n_pairs, ndim, size).transpose(1, 2).reshape(n_pairs, size * ndim)
+        _, gv = _quadratic(flat, self.gram)
+        penalty, pen_hess = self.weight[:, None] * gv, self.gram
+        if coords.lift is not None:
+            penalty = penalty @ coords.lift
+            pen_hess = coords.lift.T @ pen_hess @ coords.lift
+        # + weight_n * pen_hess for every pair n, in place (no (N, m D, m D) temporary)
+        hess.view(n_pairs, -1).addr_(self.weight, pen_hess.reshape(-1))
+        return hess, grad + penalty
+
+
+def per_pair_weight(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torch.Tensor:
+    """Penalty weight per (image, sample) pair, image-major, shape (n_images * n_samples,)."""
+    if not isinstance(weight, torch.Tensor):
+        weight = like.new_full((n_samples,), float(weight))
+    return weight.to(like.dtype).reshape(n_samples).repeat(n_images)
+
+
+def pair_scale(samples: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
+    """The power of two nearest the largest magnitude of ``samples`` and ``centroids``.
+
+    Dividing both by it changes no rounding (a power of two) but keeps every product of
+    the warp fit far from overflow and underflow, whatever the scale of the data (1 for
+    all-zero images).
+
+    Parameters
+    ----------
+    samples : Tensor of shape (B, P)
+    centroids : Tensor of shape (K, P)
+
+    Returns
+    -------
+    Tensor of shape (), in the dtype of ``samples``
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.pair_batch import pair_scale
+    >>> float(pair_scale(torch.tensor([[3.0, -1.0]]), torch.zeros(2, 2)))
+    4.0
+    """
+    largest = torch.maximum(samples.detach().abs().amax(), centroids.detach().abs().amax())
+    _, exponent = torch.frexp(largest)
+    scale = torch.ldexp(torch.ones_like(largest), exponent)
+    return torch.where(largest > 0, scale, torch.ones_like(scale))
+
+
+def warp_energy(
+    samples: torch.Tensor,
+    centroids: torch.Tensor,
+    model: WarpModel,
+    params: torch.Tensor,
+    penalty: float | torch.Tensor,
+    bending_weight: float = 1.0,
+    affine_weight: float = 1.0,
+) -> torch.Tensor:
+    """Energy ``||x_b - S(params[b, k]) mu_k||^2 + penalty_b v^T G v`` of given warps.
+
+    Parameters
+    ----------
+    samples : Tensor of shape (B, P)
+    centroids : Tensor of shape (K, P)
+    model : WarpModel
+    params : Tensor of shape (B, K, n_basis, D)
+    penalty : float or Tensor of shape (B,)
+
+    Returns
+    -------
+    Tensor of shape (B, K)
+
+    Examples
+    --------
+    At the identity warp the energy is the squared distance:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.pair_batch import warp_energy
+    >>> model = make_warp_model((1, 4), n_landmarks=4, transform="affine")
+    >>> x, mu = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.zeros(2, 4)
+    >>> warp_energy(x, mu, model, torch.zeros(1, 2, 2, 1), penalty=1.0).tolist()
+    [[30.0, 30.0]]
+    """
+    check_pair_args(model, samples, centroids, penalty)
+    check_warp_args(model, params=params, params_dims="(B, K, n_basis, D)",
+                     B=(samples.shape[0], "samples.shape[0]"),
+                     K=(centroids.shape[0], "centroids.shape[0]"))
+    n_samples, n_clusters = params.shape[:2]
+    images = centroids.reshape(n_clusters, 1, *model.shape)
+    flat = params.transpose(0, 1).reshape(n_clusters * n_samples, model.n_params)
+    weight = per_pair_weight(penalty, n_samples, n_clusters, samples)
+    pairs = PairBatch(images, samples[None], model, weight,
+                      model.penalty_gram(bending_weight, affine_weight).to(samples.dtype))
+    return pairs.energy(flat.to(samples.dtype))[0].reshape(n_clusters, n_samples).T
