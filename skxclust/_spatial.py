@@ -11,23 +11,16 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseTorchKMeans
 from ._dask import blockwise
-from ._euclidean import EuclideanGeometry
-from ._geometry import Assignment
+from ._merge_init import euclidean_kmeans, merge_init
 from ._plan import FitPlan
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import SplitMerge
 from ._validation import resolve_image_shape
-from ._warp_geometry import WarpGeometry, euclidean_kmeans, ward_merge
+from ._warp_geometry import WarpGeometry
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS
 
 __all__ = ["SpatialTransformerKMeans"]
-
-# Rows of the warped Lloyd step of the "k-means+merge" initialisation (a random subset
-# when X has more): enough to place 2 * n_clusters centroids, and it keeps the
-# initialisation of MNIST-sized data under a third of the fit.
-_INIT_ROWS = 2000
-
 
 class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     r"""K-means whose distance is measured after warping each centroid onto each sample.
@@ -74,11 +67,13 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
 
     The default initialisation over-segments with Euclidean k-means (``2 * n_clusters``
     clusters, best inertia of 10 k-means++ runs), sharpens the over-segmentation by one
-    warped Lloyd step (on at most 2000 random rows; its second assignment continued from
-    the first's warps), and merges the clusters whose union
-    raises the warped distortion least (Ward criterion on warped distances between
-    centroids), so variants of one shape (e.g. slanted and upright digits) start in one
-    cluster.
+    warped Lloyd step (its second assignment continued from the first's warps), and
+    merges the clusters whose union raises the warped distortion least (Ward criterion on
+    warped distances between centroids), so variants of one shape (e.g. slanted and
+    upright digits) start in one cluster; one more warped step, continued from each row's
+    warp to the nearest over-segment of each merged cluster, sharpens the merged
+    centroids. The warped steps run on at most 1000 random rows (at least ``2 *
+    n_clusters``): they only place centroids.
 
     Parameters
     ----------
@@ -403,39 +398,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
 
     def _kmeans_merge_init(self, X, sample_weight, generator):
         """The "k-means" / "k-means+merge" initial centroids (K, D) of one restart."""
-        n_over = self.n_clusters
-        if self.init == "k-means+merge":
-            n_over = min(2 * self.n_clusters, X.shape[0])
-        centers, labels = euclidean_kmeans(X, n_over, sample_weight, generator)
-        if n_over == self.n_clusters:
-            return centers
-        # One warped Lloyd step sharpens the over-segmentation (an assignment, the update,
-        # and the assignment to the updated centroids, continued from the first one's
-        # warps: see WarpGeometry.for_rows), then its clusters are merged by warped
-        # distances between their centroids. It runs on at most _INIT_ROWS random rows:
-        # it only has to place 2K centroids.
-        if X.shape[0] > _INIT_ROWS:
-            rows = torch.randperm(X.shape[0], generator=generator)[:_INIT_ROWS].to(X.device)
-            X, sample_weight = X[rows], sample_weight[rows]
-        geometry = self._make_geometry(X.shape[1])
-        run = geometry.for_rows(X, sample_weight)
-        assignment = run.assign(X, centers)
-        centers, _ = run.update(X, centers, assignment, sample_weight)
-        labels = run.assign(X, centers).labels
-        weight = torch.zeros(n_over, dtype=X.dtype, device=X.device)
-        weight.index_add_(0, labels, sample_weight)
-        d = geometry.pairwise(centers, centers)
-        between = (0.5 * (d + d.T)).cpu().to(torch.float64).numpy()
-        group = torch.as_tensor(ward_merge(between, weight.cpu().to(torch.float64).numpy(),
-                                           self.n_clusters), device=X.device)
-        # Merged centroid = weighted mean of the merged members (Euclidean update step: it
-        # reads no distances: None); a weightless group keeps its first over-segment's centroid.
-        first = {int(g): i for i, g in reversed(list(enumerate(group.tolist())))}
-        fallback = centers[[first[k] for k in range(self.n_clusters)]]
-        merged, _ = EuclideanGeometry(self.batch_size).update(
-            X, fallback, Assignment(group[labels], None), sample_weight  # type: ignore[arg-type]
-        )
-        return merged
+        if self.init == "k-means":
+            return euclidean_kmeans(X, self.n_clusters, sample_weight, generator)[0]
+        return merge_init(X, sample_weight, generator, self.n_clusters,
+                          self._make_geometry(X.shape[1]))
 
     def _row_scores(self, geometry, X, centers):
         """Laplace log-evidence of each row (see :meth:`score`)."""

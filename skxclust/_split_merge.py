@@ -41,8 +41,9 @@ _SLACK = 0.02
 # The two-cluster fit that estimates a split's gain runs on at most this many members of
 # the cluster (a random subset; the gain is scaled back by their share of its weight): it
 # only ranks the clusters and seeds the two halves, which the Lloyd iterations after the
-# move then fit on every row.
-_SPLIT_ROWS = 256
+# move then fit on every row. On MNIST-5k (5 splits x 3 seeds) 128 instead of 256 rows
+# left the held-out ACC unchanged (measured with the 1000-row initialisation).
+_SPLIT_ROWS = 128
 
 
 def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_centers):
@@ -51,9 +52,10 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
     The random subsets and the 2-means seeds are drawn cluster after cluster (the
     generator is consumed in a fixed order); the two-cluster warped fits then run
     concurrently (:func:`skxclust._threads.map_jobs`: one per Python thread of
-    ``torch.get_num_threads()`` on the CPU, each fit single-threaded): a fit of 256 rows
-    is one chunk, which would otherwise leave all but one core idle. Each fit is what it
-    would be on its own, so the gains do not depend on the thread count.
+    ``torch.get_num_threads()`` on the CPU, each fit single-threaded): a fit of
+    ``_SPLIT_ROWS`` rows is one chunk, which would otherwise leave all but one core idle.
+    Each fit is what it would be on its own, so the gains do not depend on the thread
+    count.
     """
     n_clusters = int(labels.max()) + 1 if labels.numel() else 0
     gains = torch.full((n_clusters,), -torch.inf, dtype=torch.float64)

@@ -1,8 +1,7 @@
-"""The warped geometry of ST K-means, for the shared Lloyd loop, and its initialisation.
+"""The warped geometry of ST K-means, for the shared Lloyd loop.
 
 :class:`WarpGeometry` plugs warped distances and the least-squares centroid update into
-:func:`skxclust._lloyd.lloyd`; :func:`euclidean_kmeans` and :func:`ward_merge` build the
-default ``"k-means+merge"`` initialisation of :class:`skxclust.SpatialTransformerKMeans`.
+:func:`skxclust._lloyd.lloyd` (its initialisation is in :mod:`skxclust._merge_init`).
 """
 
 from __future__ import annotations
@@ -11,14 +10,10 @@ import copy
 import math
 import time
 
-import numpy as np
 import torch
 
-from ._euclidean import EuclideanGeometry
 from ._geometry import Assignment, Geometry
-from ._lloyd import best_restart, lloyd, scaled_tol
 from ._progress import track
-from ._seeding import kmeans_plusplus_restarts
 from ._threads import Work, map_jobs
 from .nn.centroid_update import (
     adjoint_sums,
@@ -33,62 +28,7 @@ from .nn.warp_refit import refit_warps
 from .nn.warp_solver import fit_warps
 from .nn.warps import make_warp_model, unwarp_images
 
-__all__ = ["WarpGeometry", "euclidean_kmeans", "ward_merge"]
-
-
-def euclidean_kmeans(X, n_clusters, sample_weight, generator, n_runs=10, max_iter=300,
-                     tol=1e-4):
-    """Best (lowest inertia) of ``n_runs`` Euclidean k-means runs: (centers, labels).
-
-    k-means++ seeding and the project's Lloyd loop on centred data, the runs batched as
-    restarts (``generator`` is consumed run after run); cheap next to one warped assignment.
-    ``tol`` is relative, as the estimators' (see :func:`skxclust._lloyd.scaled_tol`).
-    """
-    mean = (sample_weight @ X) / sample_weight.sum()
-    Xc = X - mean
-    tol = scaled_tol(tol, X.shape[0], lambda: Xc.var(dim=0, unbiased=False))
-    seeds = kmeans_plusplus_restarts(Xc, n_clusters, sample_weight, [generator] * n_runs)
-    best = best_restart(
-        lloyd(Xc, seeds, EuclideanGeometry(screen=True), sample_weight, max_iter, tol)
-    )
-    return best.centers + mean, best.labels
-
-
-def ward_merge(distances: np.ndarray, weights: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Greedily merge clusters down to ``n_clusters`` with a Ward-type criterion.
-
-    The cost of merging groups ``a`` and ``b`` is ``w_a w_b / (w_a + w_b)`` times the
-    weight-averaged distance between their members (for squared Euclidean distances between
-    single clusters this is the exact increase of the k-means distortion).
-
-    Parameters
-    ----------
-    distances : ndarray of shape (m, m)
-        Symmetric distances between the ``m`` clusters.
-    weights : ndarray of shape (m,)
-        Total sample weight of each cluster.
-    n_clusters : int
-
-    Returns
-    -------
-    ndarray of shape (m,)
-        Index in ``[0, n_clusters)`` of the merged group of each cluster.
-    """
-    m = distances.shape[0]
-    # member[g, i]: weight of cluster i in group g; a tiny floor keeps empty clusters tracked.
-    member = np.diag(np.maximum(weights, 1e-12))
-    alive = list(range(m))
-    while len(alive) > n_clusters:
-        w = member[alive].sum(1)
-        mix = member[alive] @ distances @ member[alive].T
-        mean_d = mix / np.maximum(np.outer(w, w), 1e-300)
-        cost = np.outer(w, w) / np.maximum(w[:, None] + w[None, :], 1e-300) * mean_d
-        np.fill_diagonal(cost, np.inf)
-        a, b = np.unravel_index(np.argmin(cost), cost.shape)
-        ga, gb = alive[a], alive[b]
-        member[ga] += member[gb]
-        alive.remove(gb)
-    return np.argmax(member[alive] > 0, axis=0)
+__all__ = ["WarpGeometry"]
 
 
 class WarpGeometry(Geometry):
@@ -299,6 +239,25 @@ class WarpGeometry(Geometry):
         """
         run = copy.copy(self)  # shares the model cache (read-only models)
         run.lloyd_run = {"warps": None, "continued": False}
+        return run
+
+    def merged_run(self, group: torch.Tensor, pairwise: torch.Tensor) -> WarpGeometry:
+        """This Lloyd run's rows against merged centroids, continued from its warps.
+
+        The run's last pass fitted every (row, centroid) pair; ``group`` (K_old,) joins
+        those centroids into ``K = group.max() + 1`` groups. The returned run's next
+        :meth:`assign` (to K merged centroids) continues each (row, group) pair from the
+        row's warp to the member of the group nearest to it by ``pairwise`` (n, K_old),
+        the last pass's distances.
+        """
+        assert self.lloyd_run is not None and self.lloyd_run["warps"] is not None
+        warps = self.lloyd_run["warps"]  # (n, K_old, n_basis, ndim)
+        n_groups = int(group.max()) + 1
+        member = group[None, :] == torch.arange(n_groups, device=group.device)[:, None]
+        nearest = torch.where(member[None], pairwise[:, None, :], torch.inf).argmin(-1)
+        rows = torch.arange(warps.shape[0], device=warps.device)[:, None]
+        run = copy.copy(self)
+        run.lloyd_run = {"warps": warps[rows, nearest], "continued": False}
         return run
 
     def refine(self, X: torch.Tensor, centers: torch.Tensor,

@@ -21,7 +21,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
 from skxclust._lloyd import lloyd
-from skxclust._warp_geometry import ward_merge
+from skxclust._merge_init import ward_merge
 from skxclust.nn.warps import make_warp_model, warp_images
 
 FAST = dict(n_steps=3, max_iter=5, n_landmarks=4)
@@ -197,6 +197,36 @@ def test_split_merge_moves_are_reported_with_verbose(capsys):
     SpatialTransformerKMeans(3, init=init, n_landmarks=9, verbose=1, random_state=0).fit(X)
     out = capsys.readouterr().out
     assert "Split-merge move 1" in out and "kept" in out
+
+
+@pytest.mark.parametrize("init_rows, n_clusters, rows_seen", [
+    (12, 3, 12),  # a random subset of _INIT_ROWS rows
+    (4, 3, 6),  # but at least 2 * n_clusters (the over-segmentation's clusters)
+    (100, 3, 24),  # every row when there are fewer (24 shapes)
+])
+def test_merge_inits_warped_steps_run_on_a_subset_of_init_rows_rows(
+        shapes, monkeypatch, init_rows, n_clusters, rows_seen):
+    from skxclust import _merge_init
+
+    monkeypatch.setattr(_merge_init, "_INIT_ROWS", init_rows)
+    euclidean, warped = [], []
+    over_segment, for_rows = _merge_init.euclidean_kmeans, warp_geometry.WarpGeometry.for_rows
+
+    def spy_euclidean(X, n, *args, **kwargs):
+        euclidean.append((X.shape[0], n))
+        return over_segment(X, n, *args, **kwargs)
+
+    def spy_for_rows(self, X, *args, **kwargs):
+        warped.append(X.shape[0])
+        return for_rows(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(_merge_init, "euclidean_kmeans", spy_euclidean)
+    monkeypatch.setattr(warp_geometry.WarpGeometry, "for_rows", spy_for_rows)
+    X, _ = shapes
+    SpatialTransformerKMeans(n_clusters, split_merge_moves=0, random_state=0, **FAST).fit(X)
+    # the over-segmentation sees every row, the warped steps the subset, Lloyd every row
+    assert euclidean == [(X.shape[0], 2 * n_clusters)]
+    assert warped[0] == rows_seen and warped[-1] == X.shape[0]
 
 
 def test_ward_merge_joins_the_closest_clusters_first():

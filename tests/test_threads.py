@@ -155,12 +155,12 @@ def test_a_thread_that_first_uses_torch_inside_keeps_its_setting(two_threads):
 
 
 def _split_gains_of_digits(monkeypatch, n_threads):
-    """``_split_gains`` on 3 digit classes of 300 rows (above the 256-row subset), and
+    """``_split_gains`` on 3 digit classes of 300 rows (above the ``_SPLIT_ROWS`` subset), and
     the (Python thread, torch threads) each two-cluster fit ran in."""
     from sklearn.datasets import load_digits
 
     from skxclust import SpatialTransformerKMeans, _lloyd, _split_merge
-    from skxclust._warp_geometry import euclidean_kmeans
+    from skxclust._merge_init import euclidean_kmeans
 
     X, y = load_digits(return_X_y=True)
     keep = np.concatenate([np.flatnonzero(y == c)[:150] for c in range(6)])
@@ -195,7 +195,8 @@ def _split_gains_one_after_the_other(monkeypatch):
         for c in range(3):
             members = torch.nonzero(labels == c).flatten()
             total = float(weight[members].to(torch.float64).sum())
-            pick = torch.randperm(members.numel(), generator=generator)[:256]
+            rows = _split_merge._SPLIT_ROWS
+            pick = torch.randperm(members.numel(), generator=generator)[:rows]
             members = members[pick.sort().values]
             share = total / float(weight[members].to(torch.float64).sum())
             seeds, _ = seed_centers(X[members], 2, weight[members], generator)
