@@ -1,10 +1,10 @@
 """The default initialisation of ST K-means, ``init="k-means+merge"``.
 
 Euclidean k-means over-segments the rows into ``2 K`` clusters (:func:`euclidean_kmeans`);
-on a random subset of the rows, one warped Lloyd step sharpens the over-segmentation, its
-clusters are merged by warped distances between their centroids (:func:`ward_merge`),
-and one more warped step sharpens the ``K`` merged centroids (:func:`merge_init`).
-Variants of one shape (slanted and upright digits) so start in one cluster.
+on a random subset of the rows, one warped Lloyd step sharpens the over-segmentation and
+its clusters are merged by warped distances between their centroids (:func:`ward_merge`,
+:func:`merge_init`). Variants of one shape (slanted and upright digits) so start in one
+cluster.
 """
 
 from __future__ import annotations
@@ -128,10 +128,4 @@ def merge_init(X: torch.Tensor, sample_weight: torch.Tensor, generator: torch.Ge
     merged, _ = EuclideanGeometry(geometry.batch_size).update(
         X, fallback, Assignment(group[second.labels], None), sample_weight  # type: ignore[arg-type]
     )
-    # That mean of unaligned members is blurry (the first Lloyd pass over every row would
-    # keep many candidate pairs), so one more warped step sharpens it: an assignment
-    # continued from each row's warp to the nearest over-segment of each group, and the
-    # update.
-    regrouped = run.merged_run(group, second.pairwise)
-    merged, _ = regrouped.update(X, merged, regrouped.assign(X, merged), sample_weight)
     return merged

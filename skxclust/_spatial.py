@@ -70,10 +70,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     warped Lloyd step (its second assignment continued from the first's warps), and
     merges the clusters whose union raises the warped distortion least (Ward criterion on
     warped distances between centroids), so variants of one shape (e.g. slanted and
-    upright digits) start in one cluster; one more warped step, continued from each row's
-    warp to the nearest over-segment of each merged cluster, sharpens the merged
-    centroids. The warped steps run on at most 1000 random rows (at least ``2 *
-    n_clusters``): they only place centroids.
+    upright digits) start in one cluster. The warped steps run on at most 1000 random
+    rows (at least ``2 * n_clusters``): they only place centroids.
 
     Parameters
     ----------

@@ -241,25 +241,6 @@ class WarpGeometry(Geometry):
         run.lloyd_run = {"warps": None, "continued": False}
         return run
 
-    def merged_run(self, group: torch.Tensor, pairwise: torch.Tensor) -> WarpGeometry:
-        """This Lloyd run's rows against merged centroids, continued from its warps.
-
-        The run's last pass fitted every (row, centroid) pair; ``group`` (K_old,) joins
-        those centroids into ``K = group.max() + 1`` groups. The returned run's next
-        :meth:`assign` (to K merged centroids) continues each (row, group) pair from the
-        row's warp to the member of the group nearest to it by ``pairwise`` (n, K_old),
-        the last pass's distances.
-        """
-        assert self.lloyd_run is not None and self.lloyd_run["warps"] is not None
-        warps = self.lloyd_run["warps"]  # (n, K_old, n_basis, ndim)
-        n_groups = int(group.max()) + 1
-        member = group[None, :] == torch.arange(n_groups, device=group.device)[:, None]
-        nearest = torch.where(member[None], pairwise[:, None, :], torch.inf).argmin(-1)
-        rows = torch.arange(warps.shape[0], device=warps.device)[:, None]
-        run = copy.copy(self)
-        run.lloyd_run = {"warps": warps[rows, nearest], "continued": False}
-        return run
-
     def refine(self, X: torch.Tensor, centers: torch.Tensor,
                assignment: Assignment) -> Assignment:
         """The final assignment of a Lloyd run: ``assignment`` when it was fitted afresh,

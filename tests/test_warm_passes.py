@@ -170,39 +170,3 @@ def test_a_split_merge_moves_fit_runs_twice_max_iter(max_iter):
     plan = SpatialTransformerKMeans(4, max_iter=max_iter)._fit_plan(64)
     assert plan.refine.max_iter == 2 * max_iter
 
-
-# -- the initialisation's last step --------------------------------------------------
-def test_merged_run_continues_each_group_from_its_nearest_members_warp(digits, monkeypatch):
-    X, C, geometry = digits
-    run = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
-    first = run.assign(X, C)
-    warps = run.lloyd_run["warps"]  # (n, 4, n_basis, 2): every pair of the pass
-    group = torch.tensor([1, 0, 1, 0])
-    merged = run.merged_run(group, first.pairwise)
-    start = merged.lloyd_run["warps"]
-    assert start.shape == (X.shape[0], 2, *warps.shape[2:])
-    rows = torch.arange(X.shape[0])
-    for g in (0, 1):
-        members = torch.nonzero(group == g)[:, 0]
-        nearest = members[first.pairwise[:, members].argmin(1)]
-        torch.testing.assert_close(start[:, g], warps[rows, nearest], rtol=0, atol=0)
-    # its next pass, to two merged centroids, continues from those warps
-    calls = counting(monkeypatch)
-    merged.assign(X, torch.stack([C[[1, 3]].mean(0), C[[0, 2]].mean(0)]))
-    assert calls == {"fresh": 0, "continued": 1}  # one chunk (2 centroids: 128 rows)
-    assert run.lloyd_run["warps"] is warps  # the run it came from is left as it was
-
-
-def test_the_merge_init_ends_with_a_warped_step_from_the_merged_groups(monkeypatch):
-    seen = []
-    merged_run = warp_geometry.WarpGeometry.merged_run
-
-    def spy(self, group, pairwise):
-        seen.append((tuple(group.shape), tuple(pairwise.shape)))
-        return merged_run(self, group, pairwise)
-
-    monkeypatch.setattr(warp_geometry.WarpGeometry, "merged_run", spy)
-    X = load_digits().data[:90]
-    SpatialTransformerKMeans(3, n_landmarks=4, n_steps=3, max_iter=1, split_merge_moves=0,
-                             random_state=0).fit(X)
-    assert seen == [((6,), (90, 6))]  # 2K over-segments joined into K groups
