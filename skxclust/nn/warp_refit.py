@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args, check_warp_args
-from .warp_solver import PairLevel, screen_pairs
+from .warp_solver import PairLevel, screen_pairs, screening
 from .warps import WarpModel
 
 __all__ = ["refit_warps"]
@@ -100,11 +100,10 @@ def refit_warps(
         n_clusters * n_samples, model.n_params)
     energy = level.energy(flat)
     if n_steps > 0:
-        capped = n_candidates is not None and n_candidates < n_clusters
         rows = None
-        if capped or screen_ratio is not None:
-            rows = screen_pairs(energy.reshape(n_clusters, n_samples),
-                               n_candidates if capped else None, screen_ratio)
+        if screening(n_candidates, screen_ratio, n_clusters):
+            rows = screen_pairs(energy.reshape(n_clusters, n_samples), n_candidates,
+                                screen_ratio)
         damp = flat.new_full((flat.shape[0],), float(damping))
         energy, flat, _ = level.steps(flat, damp, n_steps, rows, energy)
     return level.per_sample(energy, flat)

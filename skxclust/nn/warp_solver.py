@@ -44,7 +44,7 @@ from .pair_batch import Coordinates, PairBatch, coordinates, pair_scale, per_pai
 from .pyramid import downsample_images
 from .warps import WarpModel
 
-__all__ = ["PairLevel", "fit_warps", "levenberg_marquardt", "screen_pairs"]
+__all__ = ["PairLevel", "fit_warps", "levenberg_marquardt", "screen_pairs", "screening"]
 
 
 def _damped_steps(hess, grad, damping):
@@ -189,18 +189,24 @@ def screen_pairs(energy: torch.Tensor, n_candidates: int | None,
 
     ``energy`` is (K, B). A centroid stays a candidate of a sample when its energy is at
     most ``screen_ratio`` times the sample's lowest (``lowest + (ratio - 1) |lowest|``,
-    so the lowest itself always stays) and, with ``n_candidates``, when it is among the
-    ``n_candidates`` lowest.
+    so the lowest itself always stays) and, with ``n_candidates`` below K, when it is
+    among the ``n_candidates`` lowest.
     """
     keep = torch.ones_like(energy, dtype=torch.bool)
     if screen_ratio is not None:
         lowest = energy.min(dim=0, keepdim=True).values
         keep &= energy <= lowest + (float(screen_ratio) - 1.0) * lowest.abs()
-    if n_candidates is not None:
+    if n_candidates is not None and n_candidates < energy.shape[0]:
         top = torch.zeros_like(keep)
         top.scatter_(0, energy.topk(n_candidates, dim=0, largest=False).indices, True)
         keep &= top
     return torch.nonzero(keep.reshape(-1))[:, 0]
+
+
+def screening(n_candidates: int | None, screen_ratio: float | None, n_clusters: int) -> bool:
+    """Whether :func:`screen_pairs` can drop a pair by its rules: a ratio, or a cap on the
+    candidates below the number of centroids ``n_clusters``."""
+    return screen_ratio is not None or (n_candidates is not None and n_candidates < n_clusters)
 
 
 def _schedule(n_steps: int, switch: int, screen_at: int | None):
@@ -304,8 +310,7 @@ def fit_warps(
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
         _, flat, damp = first_level.steps(flat, damp, affine_steps, affine=True)
     n_clusters = centroids.shape[0]
-    capped = n_candidates is not None and n_candidates < n_clusters
-    screen_at = screen_steps if ((capped or screen_ratio is not None)
+    screen_at = screen_steps if (screening(n_candidates, screen_ratio, n_clusters)
                                  and 0 <= screen_steps < n_steps) else None
     energy, rows = None, None  # energy of every pair; the candidates once screened
     coarse_energy = coarse_candidates = False  # those energies are coarse-level ones
@@ -316,8 +321,7 @@ def fit_warps(
             # ones dropped the final centroid of 0.3 % of the samples, these of none
             if energy is None or coarse_energy:
                 energy, coarse_energy = fine.energy(flat), False
-            rows = screen_pairs(energy.reshape(n_clusters, -1),
-                               n_candidates if capped else None, screen_ratio)
+            rows = screen_pairs(energy.reshape(n_clusters, -1), n_candidates, screen_ratio)
         energy, flat, damp = level.steps(flat, damp, last - first, rows, energy)
         if rows is None:
             coarse_energy = on_coarse
