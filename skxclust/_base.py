@@ -457,9 +457,9 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         with pass_threads(geometry.pass_work(Xt, centers)):
             centers, counts = mini_batch_step(geometry.for_rows(Xt, sw), Xt, centers,
                                               counts, sw)
-            # the chunk's labels after the step: the first pass of a run of its own (a ST
-            # run continues warps from its first pass on; this one must be predict's)
-            after = geometry.for_rows(Xt, sw).assign(Xt, centers)
+            # the chunk's labels after the step: an assignment outside any run, as
+            # predict's (a ST run continues warps and caps its first pass)
+            after = geometry.assign(Xt, centers)
             stats = plan.statistics.sums(Xt, after.labels, centers, geometry)
         inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
         result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),

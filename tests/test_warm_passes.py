@@ -7,6 +7,7 @@ import torch
 from sklearn.datasets import load_digits
 
 import skxclust._warp_geometry as warp_geometry
+from skxclust._warp_geometry import FIRST_PASS_CANDIDATES
 from skxclust import SpatialTransformerKMeans
 from skxclust.nn.pair_batch import warp_energy
 from skxclust.nn.tps import pixel_grid
@@ -127,11 +128,44 @@ def test_a_runs_first_pass_is_fresh_and_the_next_ones_continue(digits, monkeypat
     assert first.labels.shape == (X.shape[0],)
 
 
+def test_a_runs_first_pass_over_the_models_centroids_fits_at_most_three_candidates(
+        digits, monkeypatch):
+    X, C, geometry = digits
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["n_candidates"])
+        return fit_warps(*args, **kwargs)
+
+    monkeypatch.setattr(warp_geometry, "fit_warps", recording)
+    run = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
+    capped = run.assign(X, C)
+    assert seen == [FIRST_PASS_CANDIDATES] * 2  # two chunks of 64 rows
+    fresh = geometry.assign(X, C)  # outside a run (predict): every candidate
+    assert seen[2:] == [None] * 2
+    geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64)).assign(X, C[:3])
+    assert seen[4:] == [None] * 2  # not the model's centroids (the initialisation's 2K)
+    # a dropped pair keeps the energy it had when dropped: an upper bound (to the float32
+    # rounding of the solve, whose steps never raise the energy)
+    slack = 1e-5 * fresh.pairwise.abs() + 1e-9
+    assert bool((capped.pairwise >= fresh.pairwise - slack).all())
+    assert bool((capped.pairwise > fresh.pairwise + slack).any())
+
+
 def test_a_runs_refine_assigns_afresh_after_continued_passes(digits):
     X, C, geometry = digits
     run = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
     first = run.assign(X, C)
-    assert run.refine(X, C, first) is first  # the last pass was fresh: kept
+    # the first pass over the model's 4 centroids was capped at 3 candidates: refit
+    assert FIRST_PASS_CANDIDATES < C.shape[0]
+    refined = run.refine(X, C, first)
+    assert refined is not first
+    torch.testing.assert_close(refined.distances, geometry.assign(X, C).distances,
+                               rtol=0, atol=0)
+    # over 3 of them (not the model's 4), a first pass is fresh and uncapped: kept
+    fewer = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
+    uncapped = fewer.assign(X, C[:3])
+    assert fewer.refine(X, C[:3], uncapped) is uncapped
     moved = C * 0.9 + 0.1 * X[[1, 31, 61, 91]]
     continued = run.assign(X, moved)
     final = run.refine(X, moved, continued)
