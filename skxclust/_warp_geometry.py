@@ -253,7 +253,9 @@ class WarpGeometry(Geometry):
     def for_rows(self, X: torch.Tensor, sample_weight: torch.Tensor) -> WarpGeometry:
         """This geometry for the passes of one Lloyd run over the rows X, and no others.
 
-        Its first :meth:`assign` fits afresh; each later one continues every (row,
+        Its first :meth:`assign` fits afresh (at most :data:`FIRST_PASS_CANDIDATES`
+        candidates per row over the model's ``n_clusters`` centroids); each later one
+        continues every (row,
         centroid) pair from the warp of the previous pass (:attr:`warm_steps` steps, see
         :func:`~skxclust.nn.warp_refit.refit_warps`), which costs about a sixth of a fresh
         pass; it keeps those warps, (n, K, n_basis, ndim), between passes. Its

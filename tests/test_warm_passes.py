@@ -7,8 +7,8 @@ import torch
 from sklearn.datasets import load_digits
 
 import skxclust._warp_geometry as warp_geometry
-from skxclust._warp_geometry import FIRST_PASS_CANDIDATES
 from skxclust import SpatialTransformerKMeans
+from skxclust._warp_geometry import FIRST_PASS_CANDIDATES
 from skxclust.nn.pair_batch import warp_energy
 from skxclust.nn.tps import pixel_grid
 from skxclust.nn.warp_refit import refit_warps
