@@ -128,7 +128,7 @@ def test_a_runs_first_pass_is_fresh_and_the_next_ones_continue(digits, monkeypat
     assert first.labels.shape == (X.shape[0],)
 
 
-def test_a_runs_first_pass_over_the_models_centroids_fits_at_most_three_candidates(
+def test_a_runs_first_pass_fits_at_most_three_candidates(
         digits, monkeypatch):
     X, C, geometry = digits
     seen = []
@@ -137,14 +137,24 @@ def test_a_runs_first_pass_over_the_models_centroids_fits_at_most_three_candidat
         seen.append(kwargs["n_candidates"])
         return fit_warps(*args, **kwargs)
 
+    continued = []
+
+    def recording_continued(*args, **kwargs):
+        continued.append(kwargs["n_candidates"])
+        return refit_warps(*args, **kwargs)
+
     monkeypatch.setattr(warp_geometry, "fit_warps", recording)
+    monkeypatch.setattr(warp_geometry, "refit_warps", recording_continued)
     run = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
     capped = run.assign(X, C)
     assert seen == [FIRST_PASS_CANDIDATES] * 2  # two chunks of 64 rows
     fresh = geometry.assign(X, C)  # outside a run (predict): every candidate
     assert seen[2:] == [None] * 2
-    geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64)).assign(X, C[:3])
-    assert seen[4:] == [None] * 2  # not the model's centroids (the initialisation's 2K)
+    run.assign(X, C)  # the run's next pass continues, uncapped: refit_warps
+    assert len(seen) == 4 and continued == [None] * 2
+    eight = torch.cat([C, C + 1.0])  # any number of centroids (the initialisation's 2K)
+    geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64)).assign(X, eight)
+    assert seen[4:] == [FIRST_PASS_CANDIDATES] * 4  # chunks of 64 * 4 // 8 = 32 rows
     # a dropped pair keeps the energy it had when dropped: an upper bound (to the float32
     # rounding of the solve, whose steps never raise the energy)
     slack = 1e-5 * fresh.pairwise.abs() + 1e-9
@@ -156,13 +166,13 @@ def test_a_runs_refine_assigns_afresh_after_continued_passes(digits):
     X, C, geometry = digits
     run = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
     first = run.assign(X, C)
-    # the first pass over the model's 4 centroids was capped at 3 candidates: refit
+    # the first pass over 4 centroids was capped at 3 candidates: refit
     assert FIRST_PASS_CANDIDATES < C.shape[0]
     refined = run.refine(X, C, first)
     assert refined is not first
     torch.testing.assert_close(refined.distances, geometry.assign(X, C).distances,
                                rtol=0, atol=0)
-    # over 3 of them (not the model's 4), a first pass is fresh and uncapped: kept
+    # over 3 of them the cap drops none: that first pass fitted as predict does, kept
     fewer = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
     uncapped = fewer.assign(X, C[:3])
     assert fewer.refine(X, C[:3], uncapped) is uncapped
