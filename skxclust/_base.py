@@ -47,6 +47,7 @@ from ._inference import KMeansInferenceMixin
 from ._lloyd import (
     FitResult,
     LloydFit,
+    assign_every_row,
     best_index,
     best_restart,
     into_fit_frame,
@@ -323,8 +324,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
 
     def _fit_in_memory(self, X, sw_np, plan: FitPlan) -> FitResult:
         """Lloyd on the validated rows: restarts, then the plan's refiner. Above the plan's
-        ``subsample`` rows, the restarts run on a random subset of the rows, then one Lloyd
-        iteration runs over every row."""
+        ``subsample`` rows, restarts and refiner run on a random subset of the rows, then
+        every row is assigned to the subset's centroids (predict's pass)."""
         Xt, sw, shift, geometry, tol = self._fit_frame(X, sw_np, plan)
         n_samples, dtype = X.shape[0], numpy_dtype(X.dtype)
         if plan.subsample is None or n_samples <= plan.subsample:
@@ -337,10 +338,9 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                 print(f"Fitting on a random subset of {plan.subsample} of {n_samples} rows")
             on_subset = self._fit_restarts(Xt[rows], sw[rows], shift, geometry, tol, dtype,
                                            plan)
-            all_rows = best_restart(lloyd(
-                Xt, on_subset.centers[None], geometry, sw, max_iter=1, tol=tol,
-                verbose=self.verbose, desc=f"{type(self).__name__}.fit (all rows)"))
-            fit = all_rows._replace(n_iter=on_subset.n_iter + 1)
+            if self.verbose:
+                print(f"Assigning all {n_samples} rows to the subset's centroids")
+            fit = assign_every_row(Xt, on_subset, geometry, sw)
         stats = self._statistics_of(plan, Xt, fit.labels, fit.centers, geometry)
         return fit.as_fit_result(shift, stats)
 

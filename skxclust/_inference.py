@@ -30,7 +30,15 @@ from ._validation import (
 )
 from .nn.sparse import is_sparse, row_block
 
-__all__ = ["KMeansInferenceMixin", "frame_like_transform", "inference_threads"]
+__all__ = ["BLOCK_CHUNKS", "KMeansInferenceMixin", "frame_like_transform", "inference_threads"]
+
+# Blocks of rows that need no copy hold this many chunks of ``batch_size`` rows per torch
+# thread: enough for the threads of a geometry that runs its chunks in parallel to share
+# them evenly (ST K-means' screening makes some chunks slower), while the work per block
+# stays bounded (score and align hold per-block intermediates of the block's size).
+# (1,000 MNIST rows, 16 landmarks, 2 threads: predict, score and transform 1.8x faster
+# than with one chunk per block.)
+BLOCK_CHUNKS = 8
 
 
 def inference_threads(X: torch.Tensor, n_clusters: int):
@@ -99,14 +107,21 @@ class KMeansInferenceMixin(TransformerMixin):
 
     def _framed_chunks(self, X: torch.Tensor, shift: torch.Tensor | None,
                        step: int | None = None):
-        """Yield ``(rows, X[rows] in the frame of the centers)``, ``step`` (default
-        ``batch_size``) rows at a time.
+        """Yield ``(rows, X[rows] in the frame of the centers)``, ``step`` rows at a time.
+
+        The default ``step`` is ``batch_size``; for dense rows without a ``shift`` (views
+        of X, nothing copied) :data:`BLOCK_CHUNKS` times ``batch_size`` rows per torch
+        thread, which the geometry splits into chunks of ``batch_size`` rows (ST K-means
+        runs them in threads, as in a fit, with the fit's chunk boundaries).
 
         The shifted rows are written into one buffer reused by every block: use each
         block before asking for the next. With more than one block, the pass has a
         progress bar counting rows (see :mod:`skxclust._progress`).
         """
-        step = self.batch_size if step is None else step
+        if step is None:
+            step = self.batch_size
+            if shift is None and not is_sparse(X):
+                step *= BLOCK_CHUNKS * max(1, torch.get_num_threads())
         buffer = None if shift is None else X.new_empty(min(step, X.shape[0]), X.shape[1])
         starts = range(0, X.shape[0], step)
         sizes = [min(step, X.shape[0] - start) for start in starts]

@@ -24,8 +24,8 @@ from ._threads import intra_op_threads, map_jobs, pass_threads
 from ._validation import check_magnitude
 from .nn.sparse import is_sparse
 
-__all__ = ["FitResult", "LloydFit", "Restarts", "best_index", "best_restart", "into_fit_frame",
-           "lloyd", "lloyd_iterations", "scaled_tol"]
+__all__ = ["FitResult", "LloydFit", "Restarts", "assign_every_row", "best_index", "best_restart",
+           "into_fit_frame", "lloyd", "lloyd_iterations", "scaled_tol"]
 
 
 def into_fit_frame(X: torch.Tensor, sample_weight: torch.Tensor, geometry: Geometry,
@@ -130,6 +130,20 @@ def best_restart(runs: Restarts) -> LloydFit:
     best = best_index(runs.inertia)
     return LloydFit(runs.labels[best], float(runs.inertia[best]), runs.centers[best],
                     int(runs.n_iter[best]))
+
+
+def assign_every_row(X: torch.Tensor, fit: LloydFit, geometry: Geometry,
+                     sample_weight: torch.Tensor) -> LloydFit:
+    """``fit`` with its centroids (K, D) kept and every row of X (n, D) assigned to them
+    afresh, outside a Lloyd run: the labels and distances ``predict`` gives.
+
+    What a fit on a subset of the rows ends with (its ``n_iter`` is kept: no centroid
+    moves here). The pass runs under the threads of a fit's pass.
+    """
+    with pass_threads(geometry.pass_work(X, fit.centers)):
+        final = geometry.assign(X, fit.centers)
+    inertia = final.distances.to(torch.float64) @ sample_weight.to(torch.float64)
+    return LloydFit(final.labels, float(inertia), fit.centers, fit.n_iter)
 
 
 def lloyd(

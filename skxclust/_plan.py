@@ -98,7 +98,7 @@ or None, default=None
         ``pairwise`` in :func:`skxclust._lloyd.lloyd`), else None. None keeps the fit.
     subsample : int or None, default=None
         Above this many rows, the in-memory fit runs its restarts on a random subset of
-        them, then one Lloyd iteration over every row; None: on every row.
+        them, then assigns every row to their centroids; None: on every row.
     statistics : FitStatistics, default=FitStatistics()
         What the fit sums, on which rows, and the fitted attributes made of the sums.
     """

@@ -124,10 +124,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     subsample : int or None, default=4000
         Above this many training rows, the initialisation, the Lloyd iterations and the
         split–merge moves run on a random subset of ``subsample`` rows (drawn with
-        ``random_state``), followed by one Lloyd iteration over every row (assignment,
-        centroid update, assignment), so ``labels_`` is still ``predict(X)``: beyond the
-        subset, a fit costs two alignment passes over the rows instead of one per
-        iteration and move. Fits on at most ``subsample`` rows, and None, use every row
+        ``random_state``); then every row is assigned to the subset's centroids
+        (``predict``'s pass), so ``labels_`` is ``predict(X)`` and, beyond the subset, a
+        fit costs one alignment pass over the rows instead of one per iteration and
+        move. Fits on at most ``subsample`` rows, and None, use every row
         in every iteration (the 4,000 training rows of an 80/20 split of MNIST-5k
         included).
     warp_penalty : float, default=0.5

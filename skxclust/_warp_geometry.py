@@ -297,8 +297,9 @@ class WarpGeometry(Geometry):
         start = None if run is None else run["warps"]
         if start is not None and start.shape[:2] != (n, n_centers):
             start = None  # other rows or centroids: nothing to continue from
-        cap = None  # the candidates of a run's first pass
-        if run is not None and start is None:
+        cap = None  # the candidates of a run's first pass, where fewer than predict's
+        if run is not None and start is None and FIRST_PASS_CANDIDATES < min(
+                n_centers, self.n_candidates or n_centers):
             cap = FIRST_PASS_CANDIDATES
         model = self.model(X)
         kept = None
@@ -319,7 +320,7 @@ class WarpGeometry(Geometry):
                                 n_centers=n_centers)
         if run is not None:
             run["warps"] = kept
-            run["as_predicted"] = start is None and (cap is None or cap >= n_centers)
+            run["as_predicted"] = start is None and cap is None
         params = torch.cat(warps) if warps else X.new_empty(0, model.n_basis, model.ndim)
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
@@ -339,12 +340,14 @@ class WarpGeometry(Geometry):
         """
         assignment = self.assign(X, centers)
         model = self.model(X)
-        contrast = self._contrast(X)
-        volume = torch.cat(self.map_chunks(
-            lambda rows: warp_log_volume(X[rows], centers[assignment.labels[rows]], model,
-                                         assignment.state[rows], contrast[rows],
-                                         self.warp_penalty, self.affine_penalty),
-            X, desc="SpatialTransformerKMeans: evidence"))
+
+        def chunk(rows):  # O(chunk) memory: the rows' contrast here, not for all of X
+            x = X[rows]
+            return warp_log_volume(x, centers[assignment.labels[rows]], model,
+                                   assignment.state[rows], self._contrast(x),
+                                   self.warp_penalty, self.affine_penalty)
+
+        volume = torch.cat(self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: evidence"))
         s2 = float(noise_variance)
         return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
                 - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))

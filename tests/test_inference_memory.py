@@ -1,5 +1,6 @@
 """Inference does not copy its input, works in batch_size chunks and stays within bounds
-(predict, transform and score far below a copy of the input; explain within 2x its output)."""
+(predict, transform and score far below a copy of the input; explain within 2x its output);
+ST K-means hands all rows to its geometry, whose chunks run in threads."""
 
 import copy
 import sys
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans
+from skxclust import _warp_geometry as warp_geometry
 from skxclust._validation import to_tensor
 
 CPU = torch.device("cpu")
@@ -79,6 +81,23 @@ def test_small_batches_give_the_results_of_one_batch(fitted, kind, method):
         assert np.asarray(got).dtype == np.asarray(expected).dtype
 
 
+@pytest.mark.parametrize("method", ["predict", "transform", "score", "align"])
+def test_st_inference_hands_every_row_to_the_threads_of_the_geometry(fitted, method,
+                                                                    monkeypatch):
+    # one call of the geometry with all 25 rows, split into chunks of batch_size rows that
+    # run in threads as in a fit (was: one call per batch_size rows, one chunk each)
+    real, chunks_per_call = warp_geometry.map_jobs, []
+
+    def recording(fn, chunks, *args, **kwargs):
+        chunks_per_call.append(len(chunks))
+        return real(fn, chunks, *args, **kwargs)
+
+    monkeypatch.setattr(warp_geometry, "map_jobs", recording)
+    est = copy.deepcopy(fitted["st"]).set_params(batch_size=4)
+    getattr(est, method)(blobs(n=25, seed=3))
+    assert chunks_per_call and set(chunks_per_call) == {7}  # align and score: 2 passes
+
+
 def _status_bytes(field):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
@@ -93,14 +112,20 @@ def _reset_peak():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+@pytest.mark.parametrize("kind", ["explainable", "st"])
 @pytest.mark.parametrize("method", ["predict", "transform", "score"])
-def test_euclidean_inference_adds_far_less_than_a_copy_of_the_input(method):
+def test_inference_adds_far_less_than_a_copy_of_the_input(kind, method):
     # 8000 x 784 float64 is 50 MB: a full copy (or a shifted copy) would be mapped fresh
     # and counted; batches of 1000 rows (6 MB) and the outputs are far smaller. The peak
-    # counter is per process, so other work on the machine does not move it.
+    # counter is per process, so other work on the machine does not move it. ST K-means
+    # takes all rows at once (no shifted copy) and bounds its work per chunk of rows.
     X = np.random.default_rng(0).random((8000, 784))
-    est = ExplainableKMeans(n_clusters=10, random_state=0, device="cpu", max_iter=5,
-                            batch_size=1000)
+    if kind == "explainable":
+        est = ExplainableKMeans(n_clusters=10, random_state=0, device="cpu", max_iter=5,
+                                batch_size=1000)
+    else:  # no warp steps: the same chunked path with identity warps, in seconds
+        est = SpatialTransformerKMeans(n_clusters=4, n_landmarks=4, n_steps=0, max_iter=2,
+                                       init="k-means++", random_state=0, device="cpu")
     est.fit(X[:500])
     call = getattr(est, method)
     call(X[:50])  # warm-up

@@ -217,3 +217,22 @@ def test_neon_with_distance_offsets_uses_root_points_on_the_shifted_hyperplane(p
             root = 0.5 * (mu[c] + mu[k]) - (offset[i, k] - offset[i, c]) * w / (w @ w)
             expected += p[j] * (X[i] - root) * w / h[j]
         torch.testing.assert_close(R[i], expected, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_neon_shares_a_competitor_equal_to_the_target_evenly_and_conserves(per_sample):
+    """A competitor centroid equal to the target's (w_ck = 0, e.g. two centroids warped off
+    the image) makes h_ck the offset difference alone: its share goes evenly to the
+    features, and the relevance still sums to the evidence."""
+    gen = torch.Generator().manual_seed(2)
+    base = torch.randn(4, 5, generator=gen, dtype=torch.float64)
+    base[3] = base[2]  # centroids 2 and 3 coincide
+    centers = base.expand(30, 4, 5).clone() if per_sample else base
+    offset = torch.rand(30, 4, generator=gen, dtype=torch.float64) * 3
+    target = torch.full((30,), 2)
+    R, f = neon_relevance(X, centers, target, beta=0.7, offset=offset)
+    torch.testing.assert_close(R.sum(1), f, rtol=1e-10, atol=1e-10)
+    # the equal competitor's share, with the others removed, is spread evenly
+    alone = neon_relevance(X, centers[..., 2:, :], torch.zeros(30, dtype=torch.long),
+                           beta=0.7, offset=offset[:, 2:])[0]
+    torch.testing.assert_close(alone, alone[:, :1].expand(30, 5), rtol=1e-12, atol=0)

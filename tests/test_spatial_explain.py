@@ -133,15 +133,14 @@ def test_the_centroid_frame_undoes_a_known_translation(shift):
     assert np.abs(Rc - R).max() > 0.5 * np.abs(R).max()
 
 
-@pytest.mark.xfail(strict=True, reason="a competitor whose effective centroid equals the "
-                   "target's differs by its penalty only: no pixel carries its share of f")
 @pytest.mark.parametrize("beta", [0.0, 1.0])
 def test_relevance_is_conserved_when_two_centroids_are_warped_to_the_same_image(beta):
     # Found by the property tests (a 1 x 2 signal of contrast 0.06, warp_penalty=0): the
     # warps moved centroids 0 and 2 wholly out of the image, so both effective centroids
     # are 0 and f_0 = min(h_01, h_02) with h_02 = o_2 - o_0 = -0.057, a constant. The
-    # soft-min gives h_02 a share of f_0 that the midpoint rule cannot put on any pixel:
-    # the row sums to -1.517 (beta=0) or -2.888 (beta=1) instead of -3.035.
+    # soft-min gives h_02 a share of f_0 that the midpoint rule cannot put on any pixel
+    # (the row summed to -1.517 (beta=0) or -2.888 (beta=1) instead of -3.035); that
+    # share is now spread evenly over the pixels.
     x = torch.tensor([[1.304, 0.947]], dtype=torch.float64)
     effective = torch.tensor([[[0.0, 0.0], [1.2025, 0.8987], [0.0, 0.0]]], dtype=torch.float64)
     offset = torch.tensor([[0.4576, 0.0076, 0.4006]], dtype=torch.float64)

@@ -155,6 +155,10 @@ def test_a_runs_first_pass_fits_at_most_three_candidates(
     eight = torch.cat([C, C + 1.0])  # any number of centroids (the initialisation's 2K)
     geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64)).assign(X, eight)
     assert seen[4:] == [FIRST_PASS_CANDIDATES] * 4  # chunks of 64 * 4 // 8 = 32 rows
+    # the user's n_candidates below the cap is predict's: the run's first pass uses it
+    fewer = SpatialTransformerKMeans(4, n_landmarks=9, n_candidates=2, random_state=0)
+    fewer._make_geometry(64).for_rows(X, torch.ones(X.shape[0], dtype=F64)).assign(X, C)
+    assert seen[8:] == [2] * 2
     # a dropped pair keeps the energy it had when dropped: an upper bound (to the float32
     # rounding of the solve, whose steps never raise the energy)
     slack = 1e-5 * fresh.pairwise.abs() + 1e-9
@@ -176,6 +180,12 @@ def test_a_runs_refine_assigns_afresh_after_continued_passes(digits):
     fewer = geometry.for_rows(X, torch.ones(X.shape[0], dtype=F64))
     uncapped = fewer.assign(X, C[:3])
     assert fewer.refine(X, C[:3], uncapped) is uncapped
+    # nor when the user's n_candidates is at most the cap: predict fits as few
+    est = SpatialTransformerKMeans(4, n_landmarks=9, n_candidates=FIRST_PASS_CANDIDATES,
+                                   random_state=0)
+    own = est._make_geometry(64).for_rows(X, torch.ones(X.shape[0], dtype=F64))
+    as_predict = own.assign(X, C)
+    assert own.refine(X, C, as_predict) is as_predict
     moved = C * 0.9 + 0.1 * X[[1, 31, 61, 91]]
     continued = run.assign(X, moved)
     final = run.refine(X, moved, continued)

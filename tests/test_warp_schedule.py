@@ -8,6 +8,7 @@ from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
 from skxclust import SpatialTransformerKMeans
+from skxclust._validation import make_generators
 from skxclust.nn.pair_batch import pair_scale, warp_energy
 from skxclust.nn.pyramid import coarse_shape, downsample_images
 from skxclust.nn.tps import pixel_grid
@@ -228,7 +229,13 @@ def test_small_images_have_no_coarse_level(digits):
 
 
 # -- fits on a subset of many rows --------------------------------------------------------
-def test_above_subsample_rows_the_fit_runs_on_a_subset_then_one_pass_over_every_row(digits):
+def _subset_rows(n_samples, subsample, random_state):
+    """The rows a fit with ``subsample`` draws (the second generator of random_state)."""
+    generator = make_generators(random_state, 2)[1]
+    return torch.randperm(n_samples, generator=generator)[:subsample].sort().values.numpy()
+
+
+def test_above_subsample_rows_the_fit_runs_on_a_subset_then_assigns_every_row(digits):
     X = digits[0]
     st = SpatialTransformerKMeans(subsample=120, **FAST).fit(X)
     assert st.labels_.shape == (240,)
@@ -236,7 +243,12 @@ def test_above_subsample_rows_the_fit_runs_on_a_subset_then_one_pass_over_every_
     np.testing.assert_allclose(st.inertia_, -np.sum(-st.transform(X).min(1) ** 2),
                                rtol=1e-9)
     on_subset = SpatialTransformerKMeans(subsample=120, **{**FAST, "max_iter": 1}).fit(X)
-    assert on_subset.n_iter_ == 2  # one iteration on the subset, one over every row
+    assert on_subset.n_iter_ == 1  # the subset's iteration; the pass over every row moves
+    # no centroid: refitting on the subset's rows alone gives the same centroids
+    rows = _subset_rows(240, 120, FAST["random_state"])
+    alone = SpatialTransformerKMeans(subsample=None, **FAST).fit(X[rows])
+    np.testing.assert_allclose(st.cluster_centers_, alone.cluster_centers_, rtol=1e-6,
+                               atol=1e-9)
 
 
 def test_at_or_below_subsample_rows_the_fit_is_the_full_fit(digits):

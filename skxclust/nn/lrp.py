@@ -216,6 +216,8 @@ def midpoint_relevance(
     constant ``p_k = offset_k - offset_c`` and the root point moves from the midpoint
     ``m_ck`` along ``w_ck`` onto the decision hyperplane, ``r_ck = m_ck - p_k w_ck /
     ||w_ck||^2``; the extra term ``R_k p_k w_ck**2 / (h_ck ||w_ck||^2)`` keeps the sum exact.
+    A competitor with ``w_ck = 0`` (the same centroid as the target) has the constant
+    ``h_ck = p_k``; its relevance ``R_k`` is shared evenly by the D features.
 
     Parameters
     ----------
@@ -289,14 +291,19 @@ def midpoint_relevance(
     else:
         diff = mu_c[:, None, :] - centers
         w_norm2 = 4.0 * (diff * diff).sum(-1)
-    g = torch.where(w_norm2 > 0, a * p / w_norm2.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
+    apart = w_norm2 > 0
+    g = torch.where(apart, a * p / w_norm2.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
     g_sum = g.sum(dim=1, keepdim=True)
     if centers.dim() == 2:
         g_mu, g_mu_sq = g @ centers, g @ (centers * centers)
     else:
         g_mu = torch.einsum("bk,bkd->bd", g, centers)
         g_mu_sq = torch.einsum("bk,bkd->bd", g, centers * centers)
-    return relevance + 4.0 * (g_sum * mu_c * mu_c - 2.0 * mu_c * g_mu + g_mu_sq)
+    # a competitor equal to the target (w_ck = 0, e.g. two centroids warped off the image)
+    # leaves h_ck = p_k, a constant no feature moves: its relevance a_k p_k is shared
+    # evenly by the features, so the sum stays exact
+    even = torch.where(apart, 0.0, a * p).sum(dim=1, keepdim=True) / x.shape[1]
+    return relevance + 4.0 * (g_sum * mu_c * mu_c - 2.0 * mu_c * g_mu + g_mu_sq) + even
 
 
 def neon_relevance(
