@@ -12,8 +12,9 @@ grid_search``); it writes ``benchmarks/results/grid_search.json``.
    random_state=0), {"n_landmarks": [4, 9, 16, 36], "learning_rate": [0.003, 0.01,
    0.05]}, cv=3, n_jobs=2).fit(X)`` on all of MNIST-5k (float64, [0, 1]): 36 fits and the
    refit, wall time (issue 20's target: 30 minutes), as the guide runs it: ``n_jobs=2`` in
-   joblib's default backend (loky), whichever backend section 1 found fastest (its
-   1,500-row fits are short, so the start of the worker processes weighs more there).
+   joblib's default backend (loky), regardless of the backend section 1 found fastest (its
+   1,500-row fits are short, so starting the worker processes weighs more there than in
+   this search). ``--estimate-full`` divides by the speed-up of section 1's fastest run.
 
 ``--quick`` (``benchmarks/results/quick/grid_search.json``): 300 rows of digits, two
 settings, shortened fits, for both sections. ``--skip-full`` runs section 1 only.
