@@ -138,7 +138,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,
         rotations, scalings and shears.
-    appearance : {"none", "intensity", "intensity+thickness"}, default="none"
+    appearance : {"none", "intensity", "intensity+thickness"}, default="intensity"
         Appearance transformation of the warped centroid, fitted per (sample, centroid)
         pair next to the warp (:mod:`skxclust.nn.appearance`). "intensity": a gain ``g``
         and an offset ``o``, so the distance compares ``x`` with ``g S_v mu + o`` (faint
@@ -151,11 +151,15 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         centroid is the effective centroid: relevance still sums to the evidence),
         :meth:`align` (the transformation undone) and :meth:`score` (the coefficients
         count in the Laplace volume, so GridSearchCV can compare the families) all use
-        the fitted transformation.
+        the fitted transformation. "none": the warp alone. Held-out ACC over 5 MNIST-5k
+        splits (one seed each): "none" 0.933, "intensity" 0.942, "intensity+thickness"
+        0.943 at 1.3x the fit time of "intensity"; digits 0.957, 0.960, 0.958 (see the
+        user guide).
     appearance_penalty : float, default=1.0
         Weight ``kappa`` > 0 of the appearance penalty ``kappa * (c(x) ((g - 1)^2 + t^2 g^2)
         + P o^2)`` (``c(x)`` the sample's contrast, ``P`` the number of pixels). Larger
-        values keep the transformation nearer the identity.
+        values keep the transformation nearer the identity (MNIST-5k, "intensity": 0.3
+        0.944, 1 0.942, 3 0.937; digits: 0.3 0.955, 1 0.960).
     n_candidates : int or None, default=None
         Screening: after the affine steps and ``screen_steps`` full steps, at most this
         many centroids (those of lowest energy) keep being fitted for a sample. None: no
@@ -330,7 +334,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         subsample=4000,
         warp_penalty=0.5,
         affine_penalty=0.5,
-        appearance="none",
+        appearance="intensity",
         appearance_penalty=1.0,
         n_candidates=None,
         screen_ratio=2.0,
