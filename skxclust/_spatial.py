@@ -41,6 +41,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     spans ``[-1, 1]``). Neither term changes its meaning with ``n_landmarks``, so the same
     penalties suit every grid. :math:`\lambda(x) = \lVert x - \bar x\rVert^2` is the
     contrast of the sample, so the model is invariant to the scale and offset of the data.
+    By default the warped centroid also takes a gain and an offset of its own per pair
+    (``appearance``, fitted with the warp).
 
     The distance is the *optimum* of this regularised fit, not the result of a step
     budget: each (sample, centroid) pair is a small non-linear least-squares problem
@@ -96,8 +98,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         warps, hence the model, hardly depend on it (the optimum defines the distance).
     n_steps : int, default=20
         Levenberg–Marquardt steps on the full warp per (sample, centroid) pair and
-        assignment, after ``affine_steps`` on its affine part. 0 means no warping: plain
-        k-means from the same initialisation.
+        assignment, after ``affine_steps`` on its affine part. 0 means no warping (with
+        ``appearance="none"``: plain k-means from the same initialisation).
     affine_steps : int, default=5
         Levenberg–Marquardt steps on the affine part of the warp before the full warp
         (coarse to fine; ignored for ``warp="affine"``).
