@@ -489,9 +489,8 @@ with warnings.catch_warnings():
 
 
 def test_ward_merge_numbers_groups_by_their_first_cluster_whatever_the_rounding():
-    # the distances of merge_init are symmetric up to rounding, which can differ with the
-    # thread count: the same merges must give the same numbering, whichever triangle
-    # holds the (rounded) smallest cost. Clusters 0 and 3 are closest, then 1 and 2.
+    # merge_init's distances are symmetric up to rounding (which varied with the threads):
+    # whichever triangle holds the smallest cost, clusters 0-3 then 1-2 merge, numbered alike
     d = np.array([[0.0, 9.0, 9.0, 1.0], [9.0, 0.0, 2.0, 9.0],
                   [9.0, 2.0, 0.0, 9.0], [1.0, 9.0, 9.0, 0.0]])
     lower, upper = d.copy(), d.copy()
