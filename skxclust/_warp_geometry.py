@@ -70,6 +70,9 @@ class WarpGeometry(Geometry):
     """
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
+    # 1-D signals: every fit from scratch starts from the pair's best whole-sample shift
+    # (skxclust.nn.shift_search); no effect on images
+    shift_search = True
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
@@ -178,7 +181,7 @@ class WarpGeometry(Geometry):
                 n_candidates=n_candidates, screen_ratio=self.screen_ratio,
                 screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
                 coarse=self.coarse_model(Xs),
-                coarse_steps=self.coarse_steps or 0,
+                coarse_steps=self.coarse_steps or 0, shift_search=self.shift_search,
             )
         else:
             energies, warps = refit_warps(
