@@ -17,6 +17,7 @@ from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import SplitMerge
 from ._validation import resolve_image_shape
 from ._warp_geometry import WarpGeometry
+from .nn.appearance import APPEARANCES
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS
 
@@ -137,6 +138,20 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,
         rotations, scalings and shears.
+    appearance : {"none", "intensity"}, default="none"
+        Appearance transformation of the warped centroid, fitted per (sample, centroid)
+        pair next to the warp. "intensity": a gain ``g`` and an offset ``o``, so the
+        distance compares ``x`` with ``g S_v mu + o`` (faint and bold, dark and light
+        versions of one shape match one centroid); they are solved in closed form for
+        every warp the solver tries (see :mod:`skxclust.nn.appearance`), penalised by
+        ``appearance_penalty``. The centroid update, :meth:`explain` (the transformed
+        centroid is the effective centroid, relevance still sums to the evidence),
+        :meth:`align` (``(x - o) / g`` unwarped) and :meth:`score` (the gain and offset
+        count in the Laplace volume) all use the fitted transformation.
+    appearance_penalty : float, default=1.0
+        Weight ``kappa`` > 0 of the appearance penalty ``kappa * (c(x) (g - 1)^2 + P
+        o^2)`` (``c(x)`` the sample's contrast, ``P`` the number of pixels). Larger
+        values keep the gain nearer 1 and the offset nearer 0.
     n_candidates : int or None, default=None
         Screening: after the affine steps and ``screen_steps`` full steps, at most this
         many centroids (those of lowest energy) keep being fitted for a sample. None: no
@@ -289,6 +304,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         "coarse_steps": [None, Interval(Integral, 0, None, closed="left")],
         "subsample": [None, Interval(Integral, 1, None, closed="left")],
         "warp_dtype": [StrOptions({"float32", "float64"})],
+        "appearance": [StrOptions({"none", *APPEARANCES})],
+        "appearance_penalty": [Interval(Real, 0, None, closed="neither")],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
         "beta": [StrOptions({"auto"}), Interval(Real, 0, np.inf, closed="both")],
     }
@@ -309,6 +326,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         subsample=4000,
         warp_penalty=0.5,
         affine_penalty=0.5,
+        appearance="none",
+        appearance_penalty=1.0,
         n_candidates=None,
         screen_ratio=2.0,
         update_steps=0,
@@ -333,6 +352,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         self.screen_steps = screen_steps
         self.warp_penalty = warp_penalty
         self.affine_penalty = affine_penalty
+        self.appearance = appearance
+        self.appearance_penalty = appearance_penalty
         self.n_candidates = n_candidates
         self.screen_ratio = screen_ratio
         self.update_steps = update_steps
@@ -362,6 +383,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             batch_size=self.batch_size, screen_ratio=self.screen_ratio,
             coarse_steps=self.coarse_steps, n_clusters=self.n_clusters,
             warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
+            appearance=None if self.appearance == "none" else self.appearance,
+            appearance_penalty=self.appearance_penalty,
         )
 
     def _fit_plan(self, n_features: int) -> FitPlan:
@@ -460,5 +483,5 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
         out = space.empty(*Xt.shape, dtype=Xt.dtype)
         for rows, x in self._framed_chunks(Xt, shift):
-            out[rows] = geometry.aligned(x, geometry.assign(x, centers))
+            out[rows] = geometry.aligned(x, centers, geometry.assign(x, centers))
         return space.output(out)

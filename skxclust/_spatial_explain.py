@@ -167,7 +167,7 @@ class WarpExplanationMixin:
             rows = torch.arange(x.shape[0], device=x.device)
             tgt = losses.argmin(dim=1) if tgt_np is None else \
                 torch.from_numpy(tgt_np[sl]).to(x.device)
-            effective = warp_images(centers, model, warps.transpose(0, 1)).transpose(0, 1)
+            effective = geometry.effective_centroids(x, centers, warps)
             offset = losses - ((x[:, None, :] - effective) ** 2).sum(-1)
             # NEON is shift invariant: in the frame of x itself, h_ck is a difference of
             # squared distances, with no ||x||^2-sized cancellation (data far from 0)

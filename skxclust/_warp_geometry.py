@@ -9,12 +9,14 @@ from __future__ import annotations
 import copy
 import math
 import time
+from dataclasses import dataclass
 
 import torch
 
 from ._geometry import Assignment, Geometry
 from ._progress import track
 from ._threads import Work, map_jobs
+from .nn.appearance import Appearance, intensity_rows, warp_channels
 from .nn.centroid_update import (
     adjoint_sums,
     covered,
@@ -26,9 +28,9 @@ from .nn.pyramid import coarse_shape
 from .nn.warp_evidence import warp_log_volume
 from .nn.warp_refit import refit_warps
 from .nn.warp_solver import fit_warps
-from .nn.warps import make_warp_model, unwarp_images
+from .nn.warps import make_warp_model, unwarp_images, warp_images
 
-__all__ = ["FIRST_PASS_CANDIDATES", "WarpGeometry"]
+__all__ = ["FIRST_PASS_CANDIDATES", "PairFit", "WarpGeometry"]
 
 # The first assignment of every Lloyd run (the initialisation's warped step, the fit's
 # Lloyd iterations, those after each split–merge move; a partial_fit step) fits at most
@@ -45,6 +47,29 @@ __all__ = ["FIRST_PASS_CANDIDATES", "WarpGeometry"]
 # MNIST-5k fits (bench_quality) held-out ACC 0.936 without the cap, 0.936 with it on the
 # Lloyd iterations, 0.938 with it on the initialisation too.
 FIRST_PASS_CANDIDATES = 3
+
+
+@dataclass(frozen=True)
+class PairFit:
+    """What an assignment fitted for each row and its centroid (the ``state`` of a warp
+    :class:`~skxclust._geometry.Assignment`): the warp, and with an appearance
+    transformation its coefficients and offset (None without; see
+    :class:`~skxclust.nn.appearance.Appearance`)."""
+
+    warps: torch.Tensor  # (n, n_basis, ndim)
+    coef: torch.Tensor | None = None  # (n, C): the gain, then the other channels'
+    offset: torch.Tensor | None = None  # (n,)
+
+    def __getitem__(self, rows) -> PairFit:
+        return PairFit(self.warps[rows], *(None if t is None else t[rows]
+                                           for t in (self.coef, self.offset)))
+
+    @staticmethod
+    def concat(fits: list[PairFit]) -> PairFit:
+        """The fits of consecutive row chunks as one."""
+        coef, offset = ([getattr(f, name) for f in fits] for name in ("coef", "offset"))
+        return PairFit(torch.cat([f.warps for f in fits]),
+                       *(None if p[0] is None else torch.cat(p) for p in (coef, offset)))
 
 
 class WarpGeometry(Geometry):
@@ -77,7 +102,8 @@ class WarpGeometry(Geometry):
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
                  update_steps, batch_size, screen_ratio=None, coarse_steps=None,
-                 warp_dtype=None, n_clusters=None, verbose=0):
+                 warp_dtype=None, n_clusters=None, appearance=None, appearance_penalty=1.0,
+                 verbose=0):
         self.image_shape = image_shape
         self.n_landmarks = n_landmarks
         self.transform = transform
@@ -94,6 +120,10 @@ class WarpGeometry(Geometry):
         self.screen_ratio = screen_ratio
         self.coarse_steps = coarse_steps
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
+        # None: no appearance transformation; else its kind ("intensity", ...), fitted for
+        # every pair with this penalty (skxclust.nn.appearance.Appearance)
+        self.appearance = None if appearance is None else Appearance(appearance,
+                                                                     appearance_penalty)
         self.verbose = verbose
         self._models: dict = {}
         # None outside a Lloyd run; within one (for_rows): "warps", those of every pair of
@@ -181,7 +211,8 @@ class WarpGeometry(Geometry):
                 n_candidates=n_candidates, screen_ratio=self.screen_ratio,
                 screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
                 coarse=self.coarse_model(Xs),
-                coarse_steps=self.coarse_steps or 0, shift_search=self.shift_search,
+                coarse_steps=self.coarse_steps or 0, appearance=self.appearance,
+                shift_search=self.shift_search,
             )
         else:
             energies, warps = refit_warps(
@@ -189,13 +220,52 @@ class WarpGeometry(Geometry):
                 bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
                 n_steps=self.warm_steps, n_candidates=n_candidates,
                 screen_ratio=self.screen_ratio, damping=1e-4 / self.learning_rate,
+                appearance=self.appearance,
             )
         if solve == X.dtype:
             return energies, warps
         # the distances of the fitted warps, evaluated in the dtype of X
         warps = warps.to(X.dtype)
         return warp_energy(X, centers, self.model(X), warps, contrast, self.warp_penalty,
-                           self.affine_penalty), warps
+                           self.affine_penalty, self.appearance), warps
+
+    def effective_centroids(self, X: torch.Tensor, centers: torch.Tensor,
+                            warps: torch.Tensor) -> torch.Tensor:
+        """Every centroid as fitted onto every row, (B, K, P): warped by ``warps`` (B, K,
+        n_basis, ndim), with its optimal appearance coefficients and offset under an
+        appearance transformation (for fixed fits, the distance is ``||x - a||^2`` plus
+        constants)."""
+        if self.appearance is None:
+            return warp_images(centers, self.model(X), warps.transpose(0, 1)).transpose(0, 1)
+        warped = warp_channels(self.appearance, centers, self.model(X), warps)
+        return self.appearance.transformed(warped, X[:, None], self._contrast(X)[:, None])[0]
+
+    def pair_fit(self, X: torch.Tensor, centers: torch.Tensor, labels: torch.Tensor,
+                 warps: torch.Tensor) -> PairFit:
+        """The :class:`PairFit` of each row ``X`` (n, P) with its centroid ``labels`` under
+        its warp ``warps`` (n, n_basis, ndim): the appearance coefficients and offset are
+        refitted (closed form: the values the warp fit ended with)."""
+        if self.appearance is None:
+            return PairFit(warps)
+        warped = warp_channels(self.appearance, centers[labels], self.model(X), warps[None])[0]
+        coef, offset = self.appearance.fit(warped, X, self._contrast(X))
+        return PairFit(warps, coef, offset)
+
+    def member_rows(self, X: torch.Tensor, centers: torch.Tensor, assignment: Assignment,
+                    sample_weight: torch.Tensor):
+        """The rows and weights the centroid update sees for the fits of ``assignment``:
+        ``X`` and ``sample_weight``, or under an appearance transformation ``(x - o -
+        sum_j u_j S b_j(mu)) / g`` and ``w g^2`` (the channels ``b_j`` of the centroids
+        ``centers`` being updated; :func:`~skxclust.nn.appearance.intensity_rows`)."""
+        fit = assignment.state
+        if self.appearance is None or fit.coef is None or fit.offset is None:
+            return X, sample_weight
+        offset = fit.offset
+        if fit.coef.shape[1] > 1:  # the other channels' share, held at these centroids
+            warped = warp_channels(self.appearance, centers[assignment.labels], self.model(X),
+                                   fit.warps[None])[0]
+            offset = offset[:, None] + (fit.coef[:, 1:, None] * warped[:, 1:]).sum(1)
+        return intensity_rows(X, fit.coef[:, 0], offset, sample_weight)
 
     def pass_work(self, X: torch.Tensor, centers: torch.Tensor) -> Work:
         """The (row, centroid, pixel) terms of one chunk of a pass of X against
@@ -316,21 +386,23 @@ class WarpGeometry(Geometry):
             dists[rows], labels[rows] = losses.min(dim=1)
             if kept is not None:
                 kept[rows] = warps
-            return warps[torch.arange(warps.shape[0], device=X.device), labels[rows]]
+            own = warps[torch.arange(warps.shape[0], device=X.device), labels[rows]]
+            return self.pair_fit(X[rows], centers, labels[rows], own)
 
         # (the warp model is built in map_chunks, with the threads of the pass)
-        warps = self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning",
-                                n_centers=n_centers)
+        fits = self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning",
+                               n_centers=n_centers)
         if run is not None:
             run["warps"] = kept
             run["as_predicted"] = start is None and cap is None
-        params = torch.cat(warps) if warps else X.new_empty(0, model.n_basis, model.ndim)
+        state = PairFit.concat(fits) if fits else PairFit(
+            X.new_empty(0, model.n_basis, model.ndim))
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {centers.shape[0]} centroids "
                   f"in {time.perf_counter() - t0:.1f}s")
         # the (n, K) distances go along: what pairwise() of the same rows and centroids
         # returns, so the split-merge moves after a fit need not align again
-        return Assignment(labels, dists, params, distances)
+        return Assignment(labels, dists, state, distances)
 
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
                      noise_variance: float) -> torch.Tensor:
@@ -347,8 +419,8 @@ class WarpGeometry(Geometry):
         def chunk(rows):  # O(chunk) memory: the rows' contrast here, not for all of X
             x = X[rows]
             return warp_log_volume(x, centers[assignment.labels[rows]], model,
-                                   assignment.state[rows], self._contrast(x),
-                                   self.warp_penalty, self.affine_penalty)
+                                   assignment.state.warps[rows], self._contrast(x),
+                                   self.warp_penalty, self.affine_penalty, self.appearance)
 
         volume = torch.cat(self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: evidence"))
         s2 = float(noise_variance)
@@ -367,8 +439,9 @@ class WarpGeometry(Geometry):
             ``sum_i w_i S_i^T 1``: per-pixel weight (coverage). Both add up over disjoint
             row blocks; their ratio is the adjoint-weighted average.
         """
-        return adjoint_sums(X, self.model(X), assignment.state, assignment.labels,
-                            centers.shape[-2], sample_weight, batch_size=self.batch_size)
+        rows, weight = self.member_rows(X, centers, assignment, sample_weight)
+        return adjoint_sums(rows, self.model(X), assignment.state.warps, assignment.labels,
+                            centers.shape[-2], weight, batch_size=self.batch_size)
 
     @staticmethod
     def centers_from_sums(sums, weight, centers):
@@ -381,9 +454,11 @@ class WarpGeometry(Geometry):
         least-squares solve (:meth:`solve_from_sums`)."""
         return lambda v: self.normal_sums(v, labels, state, sample_weight)
 
-    def normal_sums(self, centers, labels, params, sample_weight):
-        """``sum_{i in k} w_i S_i^T S_i mu_k`` (K, P) for the warps ``params`` (n, ...)."""
-        return normal_sums(centers, self.model(centers), params, labels, sample_weight,
+    def normal_sums(self, centers, labels, state: PairFit, sample_weight):
+        """``sum_{i in k} w_i g_i^2 S_i^T S_i mu_k`` (K, P) for the fits ``state`` (n rows;
+        ``g_i`` = 1 without an appearance transformation)."""
+        weight = sample_weight if state.coef is None else sample_weight * state.coef[:, 0] ** 2
+        return normal_sums(centers, self.model(centers), state.warps, labels, weight,
                            batch_size=self.batch_size)
 
     def solve_from_sums(self, sums, weight, centers, normal):
@@ -413,9 +488,17 @@ class WarpGeometry(Geometry):
         weight.index_add_(0, assignment.labels, sample_weight)
         return new, weight
 
-    def aligned(self, X: torch.Tensor, assignment: Assignment) -> torch.Tensor:
-        """Each sample resampled into the frame of its centroid, shape (n, P)."""
+    def aligned(self, X: torch.Tensor, centers: torch.Tensor,
+                assignment: Assignment) -> torch.Tensor:
+        """Each sample resampled into the frame of its centroid, shape (n, P) (under an
+        appearance transformation, the sample with the fitted transformation undone, as
+        the centroid update sees it)."""
         model = self.model(X)
-        return torch.cat(self.map_chunks(
-            lambda rows: unwarp_images(X[rows], model, assignment.state[rows]), X,
-            desc="SpatialTransformerKMeans: aligning"))
+
+        def chunk(rows):
+            x, _ = self.member_rows(X[rows], centers, Assignment(
+                assignment.labels[rows], assignment.distances[rows], assignment.state[rows]),
+                X.new_ones(rows.stop - rows.start))
+            return unwarp_images(x, model, assignment.state.warps[rows])
+
+        return torch.cat(self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: aligning"))

@@ -22,10 +22,11 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args, check_warp_args
+from .appearance import Appearance
 from .warps import BILINEAR, ZEROS, WarpModel
 
-__all__ = ["Coordinates", "PairBatch", "coordinates", "pair_scale", "per_pair_weight",
-           "warp_energy"]
+__all__ = ["Coordinates", "PairBatch", "coordinates", "pair_images", "pair_scale",
+           "per_pair_weight", "warp_energy"]
 
 def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``v^T G v`` per row of ``flat`` (N, n) and ``G v`` (N, n)."""
@@ -73,14 +74,23 @@ def coordinates(model: WarpModel, affine: bool) -> Coordinates:
 
 
 class PairBatch:
-    """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P)."""
+    """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P).
 
-    def __init__(self, images, targets, model: WarpModel, weight, gram):
-        self.images = images  # (G, 1, H, W)
+    With an ``appearance`` (:class:`~skxclust.nn.appearance.Appearance`), the images
+    have its ``C`` channels (:func:`pair_images`) and each warped image takes the
+    coefficients and offset that fit its target best (profiled out: the energy is the
+    minimum over them, and the normal equations use the Jacobian of the transformed
+    image).
+    """
+
+    def __init__(self, images, targets, model: WarpModel, weight, gram,
+                 appearance: Appearance | None = None):
+        self.images = images  # (G, C, H, W)
         self.targets = targets  # broadcastable to (G, M, P)
         self.model = model
         self.weight = weight  # (G * M,)
         self.gram = gram  # (n_params, n_params)
+        self.appearance = appearance
 
     def select(self, rows: torch.Tensor) -> PairBatch:
         """The pairs ``rows`` (into the image-major ``G * M`` list), one image each."""
@@ -89,29 +99,57 @@ class PairBatch:
         pixels = self.targets.shape[-1]
         targets = self.targets.expand(self.images.shape[0], n_warps, pixels)[image, warp]
         return PairBatch(self.images[image], targets[:, None], self.model, self.weight[rows],
-                         self.gram)
+                         self.gram, self.appearance)
 
     def _grid(self, flat):
         """Sampling grids of the warps ``flat`` (N, n_params), shape (G, M * H, W, 2)."""
         grid = torch.addmm(self.model.flat_points, flat, self.model.flat_basis)
         return grid.reshape(self.images.shape[0], -1, self.model.shape[1], 2)
 
-    def energy(self, flat):
-        """Energy (G * M,) and residual ``S mu - x`` (G, M, P) of the warps ``flat``."""
+    def warped(self, flat):
+        """The warped images (G, M, P) of the warps ``flat``, or (G, M, C, P) with an
+        appearance."""
         warped = torch.grid_sampler_2d(self.images, self._grid(flat), BILINEAR, ZEROS, True)
-        residual = warped.reshape(self.images.shape[0], -1, self.targets.shape[-1]) \
-            - self.targets
-        size, _ = _quadratic(flat, self.gram)
-        return (residual * residual).sum(-1).reshape(-1) + self.weight * size, residual
+        n_images, n_channels = self.images.shape[:2]
+        warped = warped.reshape(n_images, n_channels, -1, self.targets.shape[-1])
+        return warped[:, 0] if self.appearance is None else warped.transpose(1, 2)
 
-    def normal_system(self, flat, residual, coords: Coordinates):
-        """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
-        in the coordinates ``coords``."""
-        n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
+    def coefficients(self, flat):
+        """The appearance coefficients (G, M, C) of the warps ``flat`` (see
+        :meth:`~skxclust.nn.appearance.Appearance.fit`)."""
+        assert self.appearance is not None
+        warped = self.warped(flat)
+        return self.appearance.fit(warped, self.targets, self.weight.reshape(warped.shape[:2]))[0]
+
+    def energy(self, flat):
+        """Energy (G * M,) and residual ``S mu - x`` (G, M, P) of the warps ``flat`` (with
+        an appearance: ``g S mu + o - x`` at the optimal gain and offset)."""
+        warped = self.warped(flat)
+        size, _ = _quadratic(flat, self.gram)
+        size = self.weight * size
+        if self.appearance is not None:  # (G, M, C, P) -> (G, M, P)
+            warped, _, cost = self.appearance.transformed(
+                warped, self.targets, self.weight.reshape(warped.shape[:2]))
+            size = size + cost.reshape(-1)
+        residual = warped - self.targets
+        return (residual * residual).sum(-1).reshape(-1) + size, residual
+
+    def slope(self, flat):
+        """``slope[n, d, p]`` (N, D, P), contiguous: the derivative of warped pixel ``p``
+        of pair ``n`` along the grid coordinate of warped axis ``d`` (times the pair's
+        gain with an appearance)."""
+        n_pairs, ndim = flat.shape[0], self.model.ndim
         grid = self._grid(flat)
-        ones = torch.ones(grid.shape[:3], dtype=flat.dtype, device=flat.device)[:, None]
+        if self.appearance is None:
+            combine = torch.ones(grid.shape[:3], dtype=flat.dtype, device=flat.device)[:, None]
+        else:  # the slope of the transformed image sum_c coef_c S b_c: channels weighted
+            coef = self.coefficients(flat)  # (G, M, C)
+            n_images, n_warps, n_channels = coef.shape
+            combine = coef.transpose(1, 2)[..., None, None].expand(
+                n_images, n_channels, n_warps, *self.model.shape).reshape(
+                n_images, n_channels, *grid.shape[1:3])
         _, slope = torch.ops.aten.grid_sampler_2d_backward(
-            ones, self.images, grid, BILINEAR, ZEROS, True, [False, True]
+            combine, self.images, grid, BILINEAR, ZEROS, True, [False, True]
         )
         # slope[n, d, p]: derivative of warped pixel p along the grid coordinate of warped
         # axis d (each output pixel depends only on its own grid point). Parameter (j, d)
@@ -122,7 +160,23 @@ class PairBatch:
         slope = slope.reshape(n_pairs, -1, 2).transpose(1, 2)
         if ndim == 1:
             slope = slope[:, self.model.axes[0]:self.model.axes[0] + 1]
-        slope = slope.contiguous()
+        return slope.contiguous()
+
+    def cross(self, flat, columns, coords: Coordinates):
+        """``J^T c`` (N, m D, C) for per-pair pixel vectors ``columns`` (N, C, P) in the
+        coordinates ``coords`` (the coupling of the warp with other parameters)."""
+        slope = self.slope(flat)
+        n_pairs, ndim, n_pixels = slope.shape
+        n_cols = columns.shape[1]
+        prod = (slope[:, None] * columns[:, :, None]).reshape(-1, n_pixels) @ coords.basis
+        return prod.reshape(n_pairs, n_cols, ndim, coords.size).transpose(2, 3).reshape(
+            n_pairs, n_cols, coords.size * ndim).transpose(1, 2)
+
+    def normal_system(self, flat, residual, coords: Coordinates):
+        """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
+        in the coordinates ``coords``."""
+        n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
+        slope = self.slope(flat)
         if ndim == 2:
             sx, sy = slope[:, 0], slope[:, 1]
             weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
@@ -146,6 +200,16 @@ class PairBatch:
         # + weight_n * pen_hess for every pair n, in place (no (N, m D, m D) temporary)
         hess.view(n_pairs, -1).addr_(self.weight, pen_hess.reshape(-1))
         return hess, grad + penalty
+
+
+def pair_images(centroids: torch.Tensor, model: WarpModel,
+                appearance: Appearance | None = None) -> torch.Tensor:
+    """The images (K, C, H, W) a :class:`PairBatch` warps: the centroids (K, P), with the
+    channels of ``appearance`` (C = 1 without)."""
+    if appearance is None:
+        return centroids.reshape(centroids.shape[0], 1, *model.shape)
+    return appearance.channels(centroids, model.shape).reshape(
+        centroids.shape[0], -1, *model.shape)
 
 
 def per_pair_weight(weight, n_samples: int, n_images: int, like: torch.Tensor) -> torch.Tensor:
@@ -192,8 +256,11 @@ def warp_energy(
     penalty: float | torch.Tensor,
     bending_weight: float = 1.0,
     affine_weight: float = 1.0,
+    appearance: Appearance | None = None,
 ) -> torch.Tensor:
-    """Energy ``||x_b - S(params[b, k]) mu_k||^2 + penalty_b v^T G v`` of given warps.
+    """Energy ``||x_b - S(params[b, k]) mu_k||^2 + penalty_b v^T G v`` of given warps
+    (with ``appearance``: of the warped centroid at its optimal gain and offset, plus
+    their penalty; see :mod:`skxclust.nn.appearance`).
 
     Parameters
     ----------
@@ -202,6 +269,8 @@ def warp_energy(
     model : WarpModel
     params : Tensor of shape (B, K, n_basis, D)
     penalty : float or Tensor of shape (B,)
+    bending_weight, affine_weight : float, default=1.0
+    appearance : Appearance, optional
 
     Returns
     -------
@@ -224,9 +293,10 @@ def warp_energy(
                      B=(samples.shape[0], "samples.shape[0]"),
                      K=(centroids.shape[0], "centroids.shape[0]"))
     n_samples, n_clusters = params.shape[:2]
-    images = centroids.reshape(n_clusters, 1, *model.shape)
+    images = pair_images(centroids, model, appearance)
     flat = params.transpose(0, 1).reshape(n_clusters * n_samples, model.n_params)
     weight = per_pair_weight(penalty, n_samples, n_clusters, samples)
     pairs = PairBatch(images, samples[None], model, weight,
-                      model.penalty_gram(bending_weight, affine_weight).to(samples.dtype))
+                      model.penalty_gram(bending_weight, affine_weight).to(samples.dtype),
+                      appearance)
     return pairs.energy(flat.to(samples.dtype))[0].reshape(n_clusters, n_samples).T

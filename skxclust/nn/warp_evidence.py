@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args, check_warp_args
-from .pair_batch import Coordinates, PairBatch, per_pair_weight
+from .appearance import Appearance
+from .pair_batch import Coordinates, PairBatch, pair_images, per_pair_weight
 from .warps import WarpModel
 
 __all__ = ["warp_log_volume"]
@@ -23,6 +24,7 @@ def warp_log_volume(
     penalty: float | torch.Tensor,
     bending_weight: float = 1.0,
     affine_weight: float = 1.0,
+    appearance: Appearance | None = None,
 ) -> torch.Tensor:
     r"""``log det(J^T J + lambda G) - log det(lambda G)`` of each fitted pair (Occam factor).
 
@@ -47,6 +49,9 @@ def warp_log_volume(
     params : Tensor of shape (N, n_basis, D)
         The fitted warps (from :func:`fit_warps`).
     penalty, bending_weight, affine_weight : see :func:`fit_warps`.
+    appearance : Appearance, optional
+        The appearance coefficients and offset of every pair are parameters too: their
+        volume (with their prior, and their coupling with the warp) is included.
 
     Returns
     -------
@@ -74,15 +79,16 @@ def warp_log_volume(
     dtype = torch.float64
     gram = model.penalty_gram(bending_weight, affine_weight).to(dtype)
     weight = per_pair_weight(penalty, n, 1, samples).to(dtype)
-    pairs = PairBatch(images.detach().reshape(n, 1, *model.shape).to(dtype),
-                   samples.detach().to(dtype)[:, None], model, weight, gram)
+    pairs = PairBatch(pair_images(images.detach().to(dtype), model, appearance),
+                      samples.detach().to(dtype)[:, None], model, weight, gram, appearance)
     flat = params.detach().reshape(n, -1).to(dtype)
     model_dtype = model.basis.dtype
     if model_dtype != dtype:  # the basis in float64 for the determinant
         model = _model_as(model, dtype)
         pairs.model = model
     _, residual = pairs.energy(flat)
-    hess, _ = pairs.normal_system(flat, residual, Coordinates(model))
+    coords = Coordinates(model)
+    hess, _ = pairs.normal_system(flat, residual, coords)
     # Both determinants on the range of G: parameters that move no pixel ("affine+tps"
     # holds the affine maps twice) are in the null space of G and of J alike, and count
     # in neither the prior nor the posterior volume.
@@ -92,8 +98,28 @@ def warp_log_volume(
     basis = vectors[:, kept]
     log_prior = torch.log(eig_prior[kept]).sum() \
         + basis.shape[1] * torch.log(weight.clamp_min(1e-300))
-    eig_post = torch.linalg.eigvalsh(basis.T @ hess @ basis)
+    post = basis.T @ hess @ basis
+    if appearance is not None:
+        post, log_prior = _with_appearance(pairs, flat, coords, basis, post, log_prior)
+    eig_post = torch.linalg.eigvalsh(post)
     return torch.log(eig_post.clamp_min(floor)).sum(-1) - log_prior
+
+
+def _with_appearance(pairs: PairBatch, flat, coords, basis, post, log_prior):
+    """The posterior (N, r + C + 1, r + C + 1) and prior log-determinant of the warp
+    (``r`` directions ``basis``) with the appearance coefficients and offset: the
+    Jacobian ``[J_v, w_1 .. w_C, 1]`` for the warped channels ``w_c`` (``J_v`` of the
+    transformed image), the prior of :meth:`Appearance.posterior
+    <skxclust.nn.appearance.Appearance.posterior>`."""
+    appearance = pairs.appearance
+    assert appearance is not None
+    warped = pairs.warped(flat)[:, 0]  # (N, C, P): one warp per image
+    block, log_prior_appearance = appearance.posterior(warped, pairs.weight)
+    columns = torch.cat([warped, torch.ones_like(warped[:, :1])], dim=1)  # (N, C + 1, P)
+    coupling = basis.T @ pairs.cross(flat, columns, coords)  # (N, r, C + 1)
+    joint = torch.cat([torch.cat([post, coupling], dim=2),
+                       torch.cat([coupling.transpose(1, 2), block], dim=2)], dim=1)
+    return joint, log_prior + log_prior_appearance
 
 
 def _model_as(model: WarpModel, dtype) -> WarpModel:

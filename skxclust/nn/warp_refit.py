@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args, check_warp_args
+from .appearance import Appearance
 from .warp_solver import PairLevel, screen_pairs, screening
 from .warps import WarpModel
 
@@ -36,6 +37,7 @@ def refit_warps(
     n_candidates: int | None = None,
     screen_ratio: float | None = None,
     damping: float = 1e-2,
+    appearance: Appearance | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The regularised warp of every centroid onto every sample, from the warps ``start``.
 
@@ -65,6 +67,8 @@ def refit_warps(
         the sample's lowest are fitted.
     damping : float, default=1e-2
         Initial Levenberg–Marquardt damping of every pair.
+    appearance : Appearance, optional
+        Gain and offset per pair (see :func:`~skxclust.nn.warp_solver.fit_warps`).
 
     Returns
     -------
@@ -94,7 +98,7 @@ def refit_warps(
                     B=(samples.shape[0], "samples.shape[0]"),
                     K=(centroids.shape[0], "centroids.shape[0]"))
     level = PairLevel.scaled(samples, centroids, model, penalty, bending_weight,
-                             affine_weight)
+                             affine_weight, appearance)
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
     flat = start.detach().to(level.samples.dtype).transpose(0, 1).reshape(
         n_clusters * n_samples, model.n_params)

@@ -40,8 +40,16 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args
+from .appearance import Appearance
 from .monotone import monotone_steps
-from .pair_batch import Coordinates, PairBatch, coordinates, pair_scale, per_pair_weight
+from .pair_batch import (
+    Coordinates,
+    PairBatch,
+    coordinates,
+    pair_images,
+    pair_scale,
+    per_pair_weight,
+)
 from .pyramid import downsample_images
 from .shift_search import shift_start
 from .warps import WarpModel
@@ -113,10 +121,12 @@ class PairLevel:
     :meth:`per_sample` turns flat results back into the caller's scale and layout.
     """
 
-    def __init__(self, model: WarpModel, samples, centroids, weight, gram, scale):
+    def __init__(self, model: WarpModel, samples, centroids, weight, gram, scale,
+                 appearance: Appearance | None = None):
         self.model = model
+        self.appearance = appearance
         self.samples = samples  # (B, P_level)
-        self.images = centroids.reshape(centroids.shape[0], 1, *model.shape)
+        self.images = pair_images(centroids, model, appearance)  # (K, C, H, W)
         self.weight = weight
         self.gram = gram
         self.scale = scale
@@ -125,7 +135,8 @@ class PairLevel:
 
     @classmethod
     def scaled(cls, samples: torch.Tensor, centroids: torch.Tensor, model: WarpModel,
-               penalty, bending_weight: float, affine_weight: float) -> PairLevel:
+               penalty, bending_weight: float, affine_weight: float,
+               appearance: Appearance | None = None) -> PairLevel:
         """The pairs of ``samples`` (B, P) and ``centroids`` (K, P) with the penalty
         ``penalty`` (float or (B,)), on images divided by their power-of-two scale: the
         fit is scale-invariant (x and mu times c: the energy times c^2 when the penalty
@@ -134,25 +145,33 @@ class PairLevel:
         samples, centroids = samples.detach() / scale, centroids.detach() / scale
         weight = per_pair_weight(penalty, samples.shape[0], centroids.shape[0], samples)
         gram = model.penalty_gram(bending_weight, affine_weight).to(samples.dtype)
-        return cls(model, samples, centroids, weight / (scale * scale), gram, scale)
+        return cls(model, samples, centroids, weight / (scale * scale), gram, scale,
+                   appearance)
 
     def coarser(self, coarse: WarpModel) -> PairLevel:
         """The same pairs on the images downsampled to ``coarse.shape`` (the penalty scaled
         by the ratio of pixel counts); warp parameters mean the same at both levels."""
         shape = self.model.shape
         ratio = coarse.shape[0] * coarse.shape[1] / (shape[0] * shape[1])
-        centroids = self.images.reshape(self.images.shape[0], -1)
-        return PairLevel(coarse, downsample_images(self.samples, shape, coarse.shape),
-                         downsample_images(centroids, shape, coarse.shape),
-                         self.weight * ratio, self.gram, self.scale)
+        n_images, n_channels = self.images.shape[:2]
+        # every channel downsampled (not derived again from the coarse centroid), so the
+        # appearance coefficients mean the same at both levels
+        images = downsample_images(self.images.reshape(n_images * n_channels, -1), shape,
+                                   coarse.shape).reshape(n_images, n_channels, *coarse.shape)
+        level = PairLevel(coarse, downsample_images(self.samples, shape, coarse.shape),
+                          images[:, 0].reshape(n_images, -1), self.weight * ratio, self.gram,
+                          self.scale, self.appearance)
+        level.images = images
+        return level
 
     def pairs(self, rows: torch.Tensor | None) -> PairBatch:
         """All pairs (``rows`` None) or the pairs ``rows`` of the image-major list."""
         if rows is None:
-            return PairBatch(self.images, self.samples[None], self.model, self.weight, self.gram)
+            return PairBatch(self.images, self.samples[None], self.model, self.weight, self.gram,
+                             self.appearance)
         n_samples = self.samples.shape[0]
         return PairBatch(self.images[rows // n_samples], self.samples[rows % n_samples][:, None],
-                         self.model, self.weight[rows], self.gram)
+                         self.model, self.weight[rows], self.gram, self.appearance)
 
     def energy(self, flat: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Energy of every pair at the warps ``flat`` (K * B, n_params), or of the pairs
@@ -237,6 +256,7 @@ def fit_warps(
     damping: float = 1e-2,
     coarse: WarpModel | None = None,
     coarse_steps: int = 0,
+    appearance: Appearance | None = None,
     shift_search: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The regularised warp of every centroid onto every sample of a chunk.
@@ -281,10 +301,14 @@ def fit_warps(
         the others at full resolution. Warp parameters mean the same at both resolutions.
     coarse_steps : int, default=0
         Full steps on the coarse level (with ``coarse``).
+    appearance : Intensity, optional
+        Let the warped centroid of every pair take its optimal gain and offset too
+        (:mod:`skxclust.nn.appearance`); the energy then includes their penalty.
     shift_search : bool, default=False
         For a 1-D ``model``: start every pair from its best whole-sample translation
         (:func:`~skxclust.nn.shift_search.shift_start`, the global minimum of the
-        penalised energy over the translations) instead of the identity.
+        penalised energy over the translations; with ``appearance``, of the energy
+        without the appearance coefficients) instead of the identity.
 
     Returns
     -------
@@ -308,7 +332,8 @@ def fit_warps(
     True
     """
     check_pair_args(model, samples, centroids, penalty)
-    fine = PairLevel.scaled(samples, centroids, model, penalty, bending_weight, affine_weight)
+    fine = PairLevel.scaled(samples, centroids, model, penalty, bending_weight, affine_weight,
+                            appearance)
     n_pairs = fine.images.shape[0] * fine.samples.shape[0]
     switch, first_level = 0, fine  # full steps on the coarse level, level of the first
     if coarse is not None:
@@ -317,7 +342,7 @@ def fit_warps(
     flat = fine.samples.new_zeros(n_pairs, model.n_params)
     if shift_search and model.ndim == 1 and n_steps > 0:
         n_images = fine.images.shape[0]
-        flat = shift_start(fine.samples, fine.images.reshape(n_images, -1), model,
+        flat = shift_start(fine.samples, fine.images[:, 0].reshape(n_images, -1), model,
                            penalty=fine.weight.reshape(n_images, -1)[0], gram=fine.gram)
     damp = flat.new_full((n_pairs,), float(damping))  # per pair
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
