@@ -13,6 +13,7 @@ from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._merge_init import euclidean_kmeans, merge_init
 from ._plan import FitPlan
+from ._signal_defaults import resolve_appearance
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import SplitMerge
 from ._validation import resolve_image_shape
@@ -138,9 +139,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,
         rotations, scalings and shears.
-    appearance : {"none", "intensity"}, default="none"
+    appearance : {"auto", "none", "intensity"}, default="auto"
         Appearance transformation of the warped centroid, fitted per (sample, centroid)
-        pair next to the warp. "intensity": a gain ``g`` and an offset ``o``, so the
+        pair next to the warp. "auto": "intensity" for 1-D signals (amplitude and offset
+        invariance per pair; chosen by :meth:`score` on time series, see the user guide,
+        "Time series"), "none" for images. "intensity": a gain ``g`` and an offset ``o``, so the
         distance compares ``x`` with ``g S_v mu + o`` (faint and bold, dark and light
         versions of one shape match one centroid); they are solved in closed form for
         every warp the solver tries (see :mod:`skxclust.nn.appearance`), penalised by
@@ -304,7 +307,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         "coarse_steps": [None, Interval(Integral, 0, None, closed="left")],
         "subsample": [None, Interval(Integral, 1, None, closed="left")],
         "warp_dtype": [StrOptions({"float32", "float64"})],
-        "appearance": [StrOptions({"none", *APPEARANCES})],
+        "appearance": [StrOptions({"auto", "none", *APPEARANCES})],
         "appearance_penalty": [Interval(Real, 0, None, closed="neither")],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
         "beta": [StrOptions({"auto"}), Interval(Real, 0, np.inf, closed="both")],
@@ -326,7 +329,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         subsample=4000,
         warp_penalty=0.5,
         affine_penalty=0.5,
-        appearance="none",
+        appearance="auto",
         appearance_penalty=1.0,
         n_candidates=None,
         screen_ratio=2.0,
@@ -373,8 +376,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
 
     # -- hooks of BaseTorchKMeans ------------------------------------------------------
     def _make_geometry(self, n_features: int) -> WarpGeometry:
+        shape = resolve_image_shape(self.image_shape, n_features)
         return WarpGeometry(
-            resolve_image_shape(self.image_shape, n_features),
+            shape,
             n_landmarks=self.n_landmarks, transform=self.warp, n_steps=self.n_steps,
             learning_rate=self.learning_rate,
             affine_steps=self.affine_steps, screen_steps=self.screen_steps,
@@ -383,7 +387,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             batch_size=self.batch_size, screen_ratio=self.screen_ratio,
             coarse_steps=self.coarse_steps, n_clusters=self.n_clusters,
             warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
-            appearance=None if self.appearance == "none" else self.appearance,
+            appearance=resolve_appearance(self.appearance, shape),
             appearance_penalty=self.appearance_penalty,
         )
 

@@ -129,6 +129,8 @@ def monotone_steps(model: WarpModel, flat: torch.Tensor, step: torch.Tensor,
     (-0.899, True)
     """
     step_size, basis = _differences(model)
+    if step_size.numel() == 0:  # a single sample: nothing can fold
+        return step
     slope = (step_size + flat.to(basis.dtype) @ basis.T) / step_size  # (N, n - 1)
     change = step.to(basis.dtype) @ basis.T / step_size
     falling = change < 0

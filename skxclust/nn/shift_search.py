@@ -126,6 +126,8 @@ def shift_start(
     check_pair_args(model, samples, centroids, penalty)
     n = samples.shape[1]
     unit = translation_params(model).to(samples.dtype)
+    if n < 2:  # a single sample: no shift to search
+        return samples.new_zeros(centroids.shape[0] * samples.shape[0], unit.shape[0])
     per_unit = unit @ gram.to(samples.dtype) @ unit  # penalty of the translation by 1
     step = 2.0 / (n - 1)
     lags = torch.arange(-(n - 1), n, dtype=samples.dtype, device=samples.device) * step
