@@ -95,9 +95,6 @@ class WarpGeometry(Geometry):
     """
 
     translation_invariant = False  # zero padding outside the image: shifts are not free
-    # 1-D signals: every fit from scratch starts from the pair's best whole-sample shift
-    # (skxclust.nn.shift_search); no effect on images
-    shift_search = True
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
@@ -210,9 +207,8 @@ class WarpGeometry(Geometry):
                 n_steps=self.n_steps, affine_steps=self.affine_steps,
                 n_candidates=n_candidates, screen_ratio=self.screen_ratio,
                 screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
-                coarse=self.coarse_model(Xs),
-                coarse_steps=self.coarse_steps or 0, appearance=self.appearance,
-                shift_search=self.shift_search,
+                coarse=self.coarse_model(Xs), coarse_steps=self.coarse_steps or 0,
+                appearance=self.appearance, shift_search=True,  # 1-D only (nn/shift_search)
             )
         else:
             energies, warps = refit_warps(
