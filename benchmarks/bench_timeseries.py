@@ -39,7 +39,8 @@ on Trace and OSULeaf (:data:`SPEED_SETS`, where the issue measured it; the ratio
 set is recorded).
 
 Options: ``--sets``, ``--methods``, ``--seeds``, ``--peer-seeds``; a run of some methods
-merges into the existing JSON (each method keeps the date it was measured).
+merges into the existing JSON (each method keeps the date it was measured), which is
+written after every method.
 ``--quick``: GunPoint and ItalyPowerDemand, ``st`` and ``kmeans``, two seeds.
 """
 
@@ -174,8 +175,9 @@ def fit_predict(method: str, n_clusters: int, seed: int, X_train, X_test):
     return np.asarray(labels), seconds
 
 
-def run_set(name: str, methods, seeds: int, peer_seeds: int) -> dict:
-    """Every method on one data set: its rows' shape and each method's fits."""
+def run_set(name: str, methods, seeds: int, peer_seeds: int, done=None) -> dict:
+    """Every method on one data set: its rows' shape and each method's fits;
+    ``done(entry)`` is called after each method (the run is written there)."""
     from sklearn.metrics import normalized_mutual_info_score
 
     from skxclust.metrics import clustering_accuracy
@@ -198,6 +200,8 @@ def run_set(name: str, methods, seeds: int, peer_seeds: int) -> dict:
         print(f"{name:17s} {method:8s} ACC {np.mean(runs['acc']):.3f} "
               f"NMI {np.mean(runs['nmi']):.3f} fit {np.mean(runs['fit_seconds']):7.2f} s "
               f"{np.round(runs['acc'], 3).tolist()}", flush=True)
+        if done is not None:
+            done(entry)
     return entry
 
 
@@ -283,10 +287,13 @@ def main(argv: list[str] | None = None) -> int:
                                                 "methods": list(PUBLISHED_METHODS),
                                                 "acc": {n: list(PUBLISHED[n]) for n in names}},
               "sets": {}}
-    for name in names:  # written after every set: a long run keeps what it measured
-        result["sets"][name] = run_set(name, methods, seeds, args.peer_seeds)
+    def write(entry: dict) -> None:  # after every method: a long run keeps what it measured
+        result["sets"][name] = entry
         result["machine"]["load_average_end"] = load_average()
         write_json(output, merged(result, read_json(output), args.quick))
+
+    for name in names:
+        run_set(name, methods, seeds, args.peer_seeds, done=write)
     return 0
 
 
