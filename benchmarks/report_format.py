@@ -7,7 +7,8 @@ names of the data sets, shared by :mod:`benchmarks.report_runs` and
 
 from __future__ import annotations
 
-DATA_NAMES = {"digits": "digits", "mnist5k": "MNIST-5k"}
+DATA_NAMES = {"digits": "digits", "mnist5k": "MNIST-5k",
+              "mnist5k_affine": "MNIST-5k, affine-deformed"}
 
 
 def ratio(value: float) -> str:

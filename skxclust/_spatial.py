@@ -139,22 +139,26 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,
         rotations, scalings and shears.
-    appearance : {"auto", "none", "intensity"}, default="auto"
+    appearance : {"auto", "none", "intensity", "intensity+thickness"}, default="auto"
         Appearance transformation of the warped centroid, fitted per (sample, centroid)
-        pair next to the warp. "auto": "intensity" for 1-D signals (amplitude and offset
-        invariance per pair; chosen by :meth:`score` on time series, see the user guide,
-        "Time series"), "none" for images. "intensity": a gain ``g`` and an offset ``o``, so the
-        distance compares ``x`` with ``g S_v mu + o`` (faint and bold, dark and light
-        versions of one shape match one centroid); they are solved in closed form for
-        every warp the solver tries (see :mod:`skxclust.nn.appearance`), penalised by
+        pair next to the warp (:mod:`skxclust.nn.appearance`). "auto": "intensity" for
+        1-D signals (amplitude and offset invariance per pair, chosen by :meth:`score`
+        on time series: see the user guide, "Time series"), "none" for images.
+        "intensity": a gain ``g`` and an offset ``o``, so the distance compares ``x`` with
+        ``g S_v mu + o`` (faint and bold, dark and light versions of one shape match one
+        centroid); "intensity+thickness": also a stroke thickness ``t``, ``g S_v (mu + t
+        b(mu)) + o`` with ``b`` half the morphological gradient of the centroid (a
+        first-order dilation by ``t`` pixels; erosion for ``t < 0``). The coefficients
+        are solved in closed form for every warp the solver tries, penalised by
         ``appearance_penalty``. The centroid update, :meth:`explain` (the transformed
-        centroid is the effective centroid, relevance still sums to the evidence),
-        :meth:`align` (``(x - o) / g`` unwarped) and :meth:`score` (the gain and offset
-        count in the Laplace volume) all use the fitted transformation.
+        centroid is the effective centroid: relevance still sums to the evidence),
+        :meth:`align` (the transformation undone) and :meth:`score` (the coefficients
+        count in the Laplace volume, so GridSearchCV can compare the families) all use
+        the fitted transformation.
     appearance_penalty : float, default=1.0
-        Weight ``kappa`` > 0 of the appearance penalty ``kappa * (c(x) (g - 1)^2 + P
-        o^2)`` (``c(x)`` the sample's contrast, ``P`` the number of pixels). Larger
-        values keep the gain nearer 1 and the offset nearer 0.
+        Weight ``kappa`` > 0 of the appearance penalty ``kappa * (c(x) ((g - 1)^2 + t^2 g^2)
+        + P o^2)`` (``c(x)`` the sample's contrast, ``P`` the number of pixels). Larger
+        values keep the transformation nearer the identity.
     n_candidates : int or None, default=None
         Screening: after the affine steps and ``screen_steps`` full steps, at most this
         many centroids (those of lowest energy) keep being fitted for a sample. None: no

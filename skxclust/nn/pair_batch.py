@@ -124,26 +124,34 @@ class PairBatch:
     def energy(self, flat):
         """Energy (G * M,) and residual ``S mu - x`` (G, M, P) of the warps ``flat`` (with
         an appearance: ``g S mu + o - x`` at the optimal gain and offset)."""
+        return self.evaluate(flat)[:2]
+
+    def evaluate(self, flat):
+        """:meth:`energy`, and the appearance coefficients (G, M, C) (None without an
+        appearance), which :meth:`normal_system` then need not fit again."""
         warped = self.warped(flat)
         size, _ = _quadratic(flat, self.gram)
         size = self.weight * size
+        coef = None
         if self.appearance is not None:  # (G, M, C, P) -> (G, M, P)
-            warped, _, cost = self.appearance.transformed(
+            warped, coef, cost = self.appearance.transformed(
                 warped, self.targets, self.weight.reshape(warped.shape[:2]))
             size = size + cost.reshape(-1)
         residual = warped - self.targets
-        return (residual * residual).sum(-1).reshape(-1) + size, residual
+        return (residual * residual).sum(-1).reshape(-1) + size, residual, coef
 
-    def slope(self, flat):
+    def slope(self, flat, coef=None):
         """``slope[n, d, p]`` (N, D, P), contiguous: the derivative of warped pixel ``p``
-        of pair ``n`` along the grid coordinate of warped axis ``d`` (times the pair's
-        gain with an appearance)."""
+        of pair ``n`` along the grid coordinate of warped axis ``d`` (with an appearance:
+        of the transformed image, for the coefficients ``coef`` (G, M, C), fitted when
+        None)."""
         n_pairs, ndim = flat.shape[0], self.model.ndim
         grid = self._grid(flat)
         if self.appearance is None:
             combine = torch.ones(grid.shape[:3], dtype=flat.dtype, device=flat.device)[:, None]
         else:  # the slope of the transformed image sum_c coef_c S b_c: channels weighted
-            coef = self.coefficients(flat)  # (G, M, C)
+            if coef is None:
+                coef = self.coefficients(flat)  # (G, M, C)
             n_images, n_warps, n_channels = coef.shape
             combine = coef.transpose(1, 2)[..., None, None].expand(
                 n_images, n_channels, n_warps, *self.model.shape).reshape(
@@ -172,11 +180,12 @@ class PairBatch:
         return prod.reshape(n_pairs, n_cols, ndim, coords.size).transpose(2, 3).reshape(
             n_pairs, n_cols, coords.size * ndim).transpose(1, 2)
 
-    def normal_system(self, flat, residual, coords: Coordinates):
+    def normal_system(self, flat, residual, coords: Coordinates, coef=None):
         """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
-        in the coordinates ``coords``."""
+        in the coordinates ``coords`` (``coef``: the appearance coefficients of ``flat``
+        from :meth:`evaluate`, if at hand)."""
         n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
-        slope = self.slope(flat)
+        slope = self.slope(flat, coef)
         if ndim == 2:
             sx, sy = slope[:, 0], slope[:, 1]
             weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
