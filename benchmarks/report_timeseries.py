@@ -40,7 +40,13 @@ def timeseries_section(data: dict) -> str:
         rows.append(row)
     summary = data.get("summary", {})
     means = summary.get("mean_acc", {})
-    mean_row = ["mean"] + [f"{means[m]['value']:.3f}" if m in means else "–" for m in methods]
+    def mean_cell(m):  # the number of sets when a method missed some
+        if m not in means:
+            return "–"
+        n = len(means[m]["sets"])
+        return f"{means[m]['value']:.3f}" + ("" if n == len(sets) else f" ({n} sets)")
+
+    mean_row = ["mean"] + [mean_cell(m) for m in methods]
     pub_means = summary.get("published_mean_acc", {})
     mean_row += [f"{pub_means['KASBA']:.3f}" if "KASBA" in pub_means else "–",
                  f"{pub_means['best of eight']:.3f}" if "best of eight" in pub_means else "–"]
