@@ -51,7 +51,8 @@ write_if_changed(DOC / "_generated" / "benchmark_results.rst",
 
 _left_out = optional_examples_missing(ROOT / "examples", skxclust)
 write_if_changed(DOC / "_generated" / "st_examples.rst", example_links(
-    ["plot_st_vs_kmeans.py", "plot_1d_signals.py", "plot_gridsearch_landmarks.py"], _left_out))
+    ["plot_st_vs_kmeans.py", "plot_appearance.py", "plot_1d_signals.py",
+     "plot_gridsearch_landmarks.py"], _left_out))
 write_if_changed(DOC / "_generated" / "gridsearch_example.rst",
                  example_links(["plot_gridsearch_landmarks.py"], _left_out))
 

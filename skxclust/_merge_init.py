@@ -77,7 +77,9 @@ def ward_merge(distances: np.ndarray, weights: np.ndarray, n_clusters: int) -> n
         cost = np.outer(w, w) / np.maximum(w[:, None] + w[None, :], 1e-300) * mean_d
         np.fill_diagonal(cost, np.inf)
         a, b = np.unravel_index(np.argmin(cost), cost.shape)
-        ga, gb = alive[a], alive[b]
+        # the survivor is the lower index, whichever triangle the (symmetric up to
+        # rounding) minimum was found in: groups stay numbered by their first cluster
+        ga, gb = sorted((alive[a], alive[b]))
         member[ga] += member[gb]
         alive.remove(gb)
     return np.argmax(member[alive] > 0, axis=0)

@@ -13,7 +13,6 @@ from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._merge_init import euclidean_kmeans, merge_init
 from ._plan import FitPlan
-from ._signal_defaults import resolve_appearance
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import SplitMerge
 from ._validation import resolve_image_shape
@@ -42,6 +41,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     spans ``[-1, 1]``). Neither term changes its meaning with ``n_landmarks``, so the same
     penalties suit every grid. :math:`\lambda(x) = \lVert x - \bar x\rVert^2` is the
     contrast of the sample, so the model is invariant to the scale and offset of the data.
+    By default the warped centroid also takes a gain and an offset of its own per pair
+    (``appearance``, fitted with the warp).
 
     The distance is the *optimum* of this regularised fit, not the result of a step
     budget: each (sample, centroid) pair is a small non-linear least-squares problem
@@ -97,8 +98,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         warps, hence the model, hardly depend on it (the optimum defines the distance).
     n_steps : int, default=20
         Levenberg–Marquardt steps on the full warp per (sample, centroid) pair and
-        assignment, after ``affine_steps`` on its affine part. 0 means no warping: plain
-        k-means from the same initialisation.
+        assignment, after ``affine_steps`` on its affine part. 0 means no warping (with
+        ``appearance="none"``: plain k-means from the same initialisation).
     affine_steps : int, default=5
         Levenberg–Marquardt steps on the affine part of the warp before the full warp
         (coarse to fine; ignored for ``warp="affine"``).
@@ -139,26 +140,28 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,
         rotations, scalings and shears.
-    appearance : {"auto", "none", "intensity", "intensity+thickness"}, default="auto"
+    appearance : {"none", "intensity", "intensity+thickness"}, default="intensity"
         Appearance transformation of the warped centroid, fitted per (sample, centroid)
-        pair next to the warp (:mod:`skxclust.nn.appearance`). "auto": "intensity" for
-        1-D signals (amplitude and offset invariance per pair, chosen by :meth:`score`
-        on time series: see the user guide, "Time series"), "none" for images.
-        "intensity": a gain ``g`` and an offset ``o``, so the distance compares ``x`` with
-        ``g S_v mu + o`` (faint and bold, dark and light versions of one shape match one
-        centroid); "intensity+thickness": also a stroke thickness ``t``, ``g S_v (mu + t
-        b(mu)) + o`` with ``b`` half the morphological gradient of the centroid (a
-        first-order dilation by ``t`` pixels; erosion for ``t < 0``). The coefficients
-        are solved in closed form for every warp the solver tries, penalised by
+        pair next to the warp (:mod:`skxclust.nn.appearance`). "intensity": a gain ``g``
+        and an offset ``o``, so the distance compares ``x`` with ``g S_v mu + o`` (faint
+        and bold, dark and light versions of one shape match one centroid);
+        "intensity+thickness": also a stroke thickness ``t``, ``g S_v (mu + t b(mu)) +
+        o`` with ``b`` half the morphological gradient of the centroid (a first-order
+        dilation by ``t`` pixels; erosion for ``t < 0``). The coefficients are solved in
+        closed form for every warp the solver tries, penalised by
         ``appearance_penalty``. The centroid update, :meth:`explain` (the transformed
         centroid is the effective centroid: relevance still sums to the evidence),
         :meth:`align` (the transformation undone) and :meth:`score` (the coefficients
         count in the Laplace volume, so GridSearchCV can compare the families) all use
-        the fitted transformation.
+        the fitted transformation. "none": the warp alone. Held-out ACC over 5 MNIST-5k
+        splits (one seed each): "none" 0.933, "intensity" 0.942, "intensity+thickness"
+        0.943 at 1.3x the fit time of "intensity"; digits 0.957, 0.960, 0.958 (see the
+        user guide).
     appearance_penalty : float, default=1.0
         Weight ``kappa`` > 0 of the appearance penalty ``kappa * (c(x) ((g - 1)^2 + t^2 g^2)
         + P o^2)`` (``c(x)`` the sample's contrast, ``P`` the number of pixels). Larger
-        values keep the transformation nearer the identity.
+        values keep the transformation nearer the identity (MNIST-5k, "intensity": 0.3
+        0.944, 1 0.942, 3 0.937; digits: 0.3 0.955, 1 0.960).
     n_candidates : int or None, default=None
         Screening: after the affine steps and ``screen_steps`` full steps, at most this
         many centroids (those of lowest energy) keep being fitted for a sample. None: no
@@ -311,7 +314,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         "coarse_steps": [None, Interval(Integral, 0, None, closed="left")],
         "subsample": [None, Interval(Integral, 1, None, closed="left")],
         "warp_dtype": [StrOptions({"float32", "float64"})],
-        "appearance": [StrOptions({"auto", "none", *APPEARANCES})],
+        "appearance": [StrOptions({"none", *APPEARANCES})],
         "appearance_penalty": [Interval(Real, 0, None, closed="neither")],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
         "beta": [StrOptions({"auto"}), Interval(Real, 0, np.inf, closed="both")],
@@ -333,7 +336,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         subsample=4000,
         warp_penalty=0.5,
         affine_penalty=0.5,
-        appearance="auto",
+        appearance="intensity",
         appearance_penalty=1.0,
         n_candidates=None,
         screen_ratio=2.0,
@@ -380,9 +383,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
 
     # -- hooks of BaseTorchKMeans ------------------------------------------------------
     def _make_geometry(self, n_features: int) -> WarpGeometry:
-        shape = resolve_image_shape(self.image_shape, n_features)
         return WarpGeometry(
-            shape,
+            resolve_image_shape(self.image_shape, n_features),
             n_landmarks=self.n_landmarks, transform=self.warp, n_steps=self.n_steps,
             learning_rate=self.learning_rate,
             affine_steps=self.affine_steps, screen_steps=self.screen_steps,
@@ -391,7 +393,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             batch_size=self.batch_size, screen_ratio=self.screen_ratio,
             coarse_steps=self.coarse_steps, n_clusters=self.n_clusters,
             warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
-            appearance=resolve_appearance(self.appearance, shape),
+            appearance=None if self.appearance == "none" else self.appearance,
             appearance_penalty=self.appearance_penalty,
         )
 

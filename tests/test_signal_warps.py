@@ -97,19 +97,9 @@ def test_shift_search_leaves_image_warps_unchanged():
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("n_features, image_shape, expected", [
-    (64, None, None),  # an 8 x 8 image: no appearance transformation
-    (30, None, "intensity"),  # not a square: a 1 x 30 signal
-    (64, (1, 64), "intensity"),
-    (64, (64, 1), "intensity"),
-    (64, (4, 16), None),
-])
-def test_auto_appearance_is_intensity_for_signals_and_none_for_images(
-        n_features, image_shape, expected):
+@pytest.mark.parametrize("n_features, image_shape", [(30, None), (64, (1, 64)), (64, (64, 1))])
+def test_signals_get_the_gain_and_offset_per_pair_by_default(n_features, image_shape):
     from skxclust import SpatialTransformerKMeans
 
     geometry = SpatialTransformerKMeans(image_shape=image_shape)._make_geometry(n_features)
-    kind = None if geometry.appearance is None else geometry.appearance.kind
-    assert kind == expected
-    explicit = SpatialTransformerKMeans(image_shape=image_shape, appearance="none")
-    assert explicit._make_geometry(n_features).appearance is None
+    assert geometry.appearance is not None and geometry.appearance.kind == "intensity"

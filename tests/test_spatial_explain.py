@@ -51,7 +51,7 @@ def test_input_frame_relevance_sums_to_the_warped_evidence(fitted, target):
 def test_without_warping_relevance_equals_explainable_kmeans():
     init = X[[0, 60, 120, 180]]
     st = SpatialTransformerKMeans(n_clusters=4, n_steps=0, init=init, max_iter=300,
-                                  device="cpu").fit(X)
+                                  appearance="none", device="cpu").fit(X)
     km = ExplainableKMeans(n_clusters=4, init=init, device="cpu").fit(X)
     assert st.beta_ == pytest.approx(km.beta_, rel=1e-10)
     np.testing.assert_allclose(st.decision_function(X), km.decision_function(X),
@@ -61,7 +61,8 @@ def test_without_warping_relevance_equals_explainable_kmeans():
 
 def test_relevance_lands_where_sample_or_warped_centroids_have_ink():
     """Warps are fixed resampling operators: empty pixels that no warp brings ink to get
-    no relevance, wherever the blobs sit."""
+    no relevance, wherever the blobs sit (without an appearance transformation: its
+    offset lifts every pixel of the effective centroid)."""
     rng = np.random.default_rng(0)
     images = []
     for i in range(40):
@@ -72,7 +73,7 @@ def test_relevance_lands_where_sample_or_warped_centroids_have_ink():
         images.append(img.ravel())
     data = np.array(images)
     st = SpatialTransformerKMeans(n_clusters=2, n_landmarks=9, n_steps=30, random_state=0,
-                                  device="cpu").fit(data)
+                                  appearance="none", device="cpu").fit(data)
     R = st.explain(data)
     ink = binary_dilation((data.reshape(-1, 16, 16).max(0) > 0)
                           | (st.cluster_centers_.reshape(-1, 16, 16).max(0) > 1e-3),

@@ -20,6 +20,8 @@ from the submodule that holds it:
   continued from given warps), :mod:`~skxclust.nn.pair_batch` (the energy and normal
   equations of a batch of pairs; ``warp_energy``), :mod:`~skxclust.nn.warp_evidence`
   (``warp_log_volume``), :mod:`~skxclust.nn.pyramid` (the coarse level).
+- :mod:`skxclust.nn.appearance`: appearance transformations of a warped centroid (gain,
+  offset, stroke thickness) fitted per pair next to the warp (``Appearance``).
 - :mod:`skxclust.nn.centroid_update`: the ST K-means centroid update for fixed warps
   (``solve_centroids`` and its blockwise pieces).
 - :mod:`skxclust.nn.sparse`: dense / sparse CSR row helpers.

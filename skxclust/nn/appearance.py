@@ -50,7 +50,8 @@ import torch.nn.functional as F
 
 from .warps import WarpModel, warp_images
 
-__all__ = ["APPEARANCES", "Appearance", "intensity_rows", "thickness_channel", "warp_channels"]
+__all__ = ["APPEARANCES", "Appearance", "intensity_rows", "spd_inverse", "thickness_channel",
+           "warp_channels"]
 
 APPEARANCES = ("intensity", "intensity+thickness")
 
@@ -157,12 +158,12 @@ class Appearance:
         level = n_pixels * (1.0 + self.penalty)
         sums = warped.sum(-1)  # (..., C)
         total = targets.sum(-1)[..., None]  # (..., 1)
-        ridge = self.penalty * weight + 1e-12 * (warped[..., 0, :] ** 2).sum(-1) \
-            + torch.finfo(warped.dtype).tiny
-        rhs = (warped * targets[..., None, :]).sum(-1) - sums * total / level
+        squares = _dot(warped[..., 0, :], warped[..., 0, :])  # (...)
+        ridge = self.penalty * weight + 1e-12 * squares + torch.finfo(warped.dtype).tiny
+        rhs = _dot(warped, targets[..., None, :]) - sums * total / level
         rhs[..., 0] += ridge  # the gain's prior mean is 1
         if n_channels == 1:
-            a = (warped[..., 0, :] ** 2).sum(-1) - sums[..., 0] ** 2 / level + ridge
+            a = squares - sums[..., 0] ** 2 / level + ridge
             coef = (rhs[..., 0] / a)[..., None]
         else:
             gram = warped @ warped.transpose(-1, -2) - sums[..., :, None] * sums[..., None, :] \
@@ -173,9 +174,10 @@ class Appearance:
         offset = (total[..., 0] - (coef * sums).sum(-1)) / level
         return coef, offset
 
-    def _normal_matrix(self, warped, weight):
+    def normal_matrix(self, warped: torch.Tensor, weight: torch.Tensor):
         """The normal matrix (..., C + 1, C + 1) of the coefficients and the offset, prior
-        included, and the prior precision of each coefficient (...)."""
+        included, and the prior precision of each coefficient (...), for the warped
+        channels (..., C, P) and the pairs' warp-penalty weights (...)."""
         n_pixels, n_channels = warped.shape[-1], warped.shape[-2]
         lead = warped.shape[:-2]
         gram = warped.new_empty(*lead, n_channels + 1, n_channels + 1)
@@ -194,7 +196,7 @@ class Appearance:
         """The Gauss-Newton Hessian of the energy in the coefficients and the offset
         (..., C + 1, C + 1), prior included, and the log-determinant of the prior alone
         (...): what the Laplace volume of the fit (``warp_log_volume``) adds."""
-        gram, ridge = self._normal_matrix(warped, weight)
+        gram, ridge = self.normal_matrix(warped, weight)
         n_pixels, n_channels = warped.shape[-1], warped.shape[-2]
         log_prior = n_channels * torch.log(ridge) + torch.log(
             torch.tensor(n_pixels * self.penalty, dtype=warped.dtype, device=warped.device))
@@ -212,7 +214,9 @@ class Appearance:
         """The transformed centroid ``sum_c coef_c w_c + o`` (..., P), the coefficients
         (..., C) and the penalty (...) of every pair, from the warped channels (..., C, P)."""
         coef, offset = self.fit(warped, targets, weight)
-        fitted = (coef[..., None] * warped).sum(-2) + offset[..., None]
+        fitted = torch.addcmul(offset[..., None], coef[..., :1], warped[..., 0, :])
+        for channel in range(1, warped.shape[-2]):
+            fitted.addcmul_(coef[..., channel:channel + 1], warped[..., channel, :])
         return fitted, coef, self.cost(coef, offset, weight, warped.shape[-1])
 
 
@@ -247,6 +251,35 @@ def warp_channels(appearance: Appearance, images: torch.Tensor, model: WarpModel
     params = warps.transpose(0, 1).repeat_interleave(n_channels, dim=0)
     warped = warp_images(channels.reshape(n_images * n_channels, -1), model, params)
     return warped.reshape(n_images, n_channels, *warped.shape[1:]).permute(2, 0, 1, 3)
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``(a * b).sum(-1)``; for equal shapes through a batched matrix product (no
+    temporary of their size)."""
+    if a.shape != b.shape:
+        return (a * b).sum(-1)
+    size = a.shape[-1]
+    return (a.reshape(-1, 1, size) @ b.reshape(-1, size, 1)).reshape(a.shape[:-1])
+
+
+def spd_inverse(matrix: torch.Tensor) -> torch.Tensor:
+    """The inverse of symmetric positive definite (..., n, n) matrices: closed form for
+    n = 2, Cholesky otherwise.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.appearance import spd_inverse
+    >>> spd_inverse(torch.tensor([[2.0, 1.0], [1.0, 2.0]])) * 3
+    tensor([[ 2., -1.],
+            [-1.,  2.]])
+    """
+    if matrix.shape[-1] != 2:
+        return torch.cholesky_inverse(torch.linalg.cholesky(matrix))
+    a, b, d = matrix[..., 0, 0], matrix[..., 0, 1], matrix[..., 1, 1]
+    det = a * d - b * b
+    return torch.stack([torch.stack([d, -b], -1), torch.stack([-b, a], -1)], -2) \
+        / det[..., None, None]
 
 
 def _solve_spd(matrix: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_pair_args, check_warp_args
-from .appearance import Appearance
+from .appearance import Appearance, spd_inverse
 from .warps import BILINEAR, ZEROS, WarpModel
 
 __all__ = ["Coordinates", "PairBatch", "coordinates", "pair_images", "pair_scale",
@@ -137,7 +137,9 @@ class PairBatch:
             warped, coef, cost = self.appearance.transformed(
                 warped, self.targets, self.weight.reshape(warped.shape[:2]))
             size = size + cost.reshape(-1)
-        residual = warped - self.targets
+            residual = warped.sub_(self.targets)  # the transformed image is not kept
+        else:
+            residual = warped - self.targets
         return (residual * residual).sum(-1).reshape(-1) + size, residual, coef
 
     def slope(self, flat, coef=None):
@@ -170,10 +172,11 @@ class PairBatch:
             slope = slope[:, self.model.axes[0]:self.model.axes[0] + 1]
         return slope.contiguous()
 
-    def cross(self, flat, columns, coords: Coordinates):
+    def cross(self, flat, columns, coords: Coordinates, slope=None):
         """``J^T c`` (N, m D, C) for per-pair pixel vectors ``columns`` (N, C, P) in the
-        coordinates ``coords`` (the coupling of the warp with other parameters)."""
-        slope = self.slope(flat)
+        coordinates ``coords`` (the coupling of the warp with other parameters; ``slope``
+        from :meth:`slope`, if at hand)."""
+        slope = self.slope(flat) if slope is None else slope
         n_pairs, ndim, n_pixels = slope.shape
         n_cols = columns.shape[1]
         prod = (slope[:, None] * columns[:, :, None]).reshape(-1, n_pixels) @ coords.basis
@@ -208,7 +211,25 @@ class PairBatch:
             pen_hess = coords.lift.T @ pen_hess @ coords.lift
         # + weight_n * pen_hess for every pair n, in place (no (N, m D, m D) temporary)
         hess.view(n_pairs, -1).addr_(self.weight, pen_hess.reshape(-1))
+        if self.appearance is not None:
+            self._eliminate_appearance(hess, flat, coords, slope)
         return hess, grad + penalty
+
+    def _eliminate_appearance(self, hess, flat, coords: Coordinates, slope) -> None:
+        """``hess -= X M^-1 X^T`` in place: the Gauss-Newton Hessian of the joint fit of
+        the warp and the appearance coefficients (``X = J^T A``, ``A`` the warped channels
+        and a constant, ``M`` their normal matrix), with the coefficients eliminated (a
+        Schur complement). The step it gives is the joint Gauss-Newton step's warp part:
+        the warp no longer moves as if the gain and offset could not follow it."""
+        assert self.appearance is not None
+        warped = self.warped(flat)  # (G, M, C, P)
+        matrix, _ = self.appearance.normal_matrix(warped, self.weight.reshape(warped.shape[:2]))
+        n_pairs = flat.shape[0]
+        warped = warped.reshape(n_pairs, -1, warped.shape[-1])
+        columns = torch.cat([warped, torch.ones_like(warped[:, :1])], dim=1)
+        coupling = self.cross(flat, columns, coords, slope)  # (N, m D, C + 1)
+        inverse = spd_inverse(matrix.reshape(n_pairs, *matrix.shape[-2:]))
+        hess.baddbmm_(coupling @ inverse, coupling.transpose(1, 2), alpha=-1.0)
 
 
 def pair_images(centroids: torch.Tensor, model: WarpModel,

@@ -87,8 +87,7 @@ def warp_log_volume(
         model = _model_as(model, dtype)
         pairs.model = model
     _, residual = pairs.energy(flat)
-    coords = Coordinates(model)
-    hess, _ = pairs.normal_system(flat, residual, coords)
+    hess, _ = pairs.normal_system(flat, residual, Coordinates(model))
     # Both determinants on the range of G: parameters that move no pixel ("affine+tps"
     # holds the affine maps twice) are in the null space of G and of J alike, and count
     # in neither the prior nor the posterior volume.
@@ -98,28 +97,26 @@ def warp_log_volume(
     basis = vectors[:, kept]
     log_prior = torch.log(eig_prior[kept]).sum() \
         + basis.shape[1] * torch.log(weight.clamp_min(1e-300))
-    post = basis.T @ hess @ basis
+    eig_post = torch.linalg.eigvalsh(basis.T @ hess @ basis)
+    volume = torch.log(eig_post.clamp_min(floor)).sum(-1) - log_prior
     if appearance is not None:
-        post, log_prior = _with_appearance(pairs, flat, coords, basis, post, log_prior)
-    eig_post = torch.linalg.eigvalsh(post)
-    return torch.log(eig_post.clamp_min(floor)).sum(-1) - log_prior
+        volume = volume + _appearance_log_volume(pairs, flat)
+    return volume
 
 
-def _with_appearance(pairs: PairBatch, flat, coords, basis, post, log_prior):
-    """The posterior (N, r + C + 1, r + C + 1) and prior log-determinant of the warp
-    (``r`` directions ``basis``) with the appearance coefficients and offset: the
-    Jacobian ``[J_v, w_1 .. w_C, 1]`` for the warped channels ``w_c`` (``J_v`` of the
-    transformed image), the prior of :meth:`Appearance.posterior
-    <skxclust.nn.appearance.Appearance.posterior>`."""
+def _appearance_log_volume(pairs: PairBatch, flat) -> torch.Tensor:
+    """``log det M - log det(prior)`` (N,) of the appearance coefficients and offset.
+
+    :meth:`PairBatch.normal_system` returns the warp's Hessian with the coefficients
+    eliminated (the Schur complement of their normal matrix ``M`` in the joint
+    Gauss-Newton Hessian of the warp, the coefficients and the offset), so the joint
+    log-determinant is that of the warp's block plus ``log det M``: the coefficients'
+    volume and their coupling with the warp are both counted."""
     appearance = pairs.appearance
     assert appearance is not None
     warped = pairs.warped(flat)[:, 0]  # (N, C, P): one warp per image
-    block, log_prior_appearance = appearance.posterior(warped, pairs.weight)
-    columns = torch.cat([warped, torch.ones_like(warped[:, :1])], dim=1)  # (N, C + 1, P)
-    coupling = basis.T @ pairs.cross(flat, columns, coords)  # (N, r, C + 1)
-    joint = torch.cat([torch.cat([post, coupling], dim=2),
-                       torch.cat([coupling.transpose(1, 2), block], dim=2)], dim=1)
-    return joint, log_prior + log_prior_appearance
+    matrix, log_prior = appearance.posterior(warped, pairs.weight)
+    return torch.linalg.slogdet(matrix)[1] - log_prior
 
 
 def _model_as(model: WarpModel, dtype) -> WarpModel:
