@@ -20,6 +20,7 @@ from benchmarks.report_format import (
     seconds,
     table,
 )
+from benchmarks.report_timeseries import timeseries_section
 
 
 def explainable_section(data: dict) -> str:
@@ -395,4 +396,5 @@ SECTIONS = {  # result file stem -> section; README order. Others: generic_secti
     "model_selection": model_selection_section,
     "st_speed": st_speed_section,
     "faithfulness": faithfulness_section,
+    "timeseries": timeseries_section,
 }

@@ -207,8 +207,8 @@ class WarpGeometry(Geometry):
                 n_steps=self.n_steps, affine_steps=self.affine_steps,
                 n_candidates=n_candidates, screen_ratio=self.screen_ratio,
                 screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
-                coarse=self.coarse_model(Xs),
-                coarse_steps=self.coarse_steps or 0, appearance=self.appearance,
+                coarse=self.coarse_model(Xs), coarse_steps=self.coarse_steps or 0,
+                appearance=self.appearance, shift_search=True,  # 1-D only (nn/shift_search)
             )
         else:
             energies, warps = refit_warps(

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ._plot_signals import cluster_members, draw_signal
 from ._validation import resolve_image_shape
 
 __all__ = ["plot_alignment", "plot_centroids", "plot_pixel_flipping", "plot_relevance"]
@@ -142,8 +143,10 @@ def plot_centroids(
     fig=None,
     axes=None,
     figsize: tuple[float, float] | None = None,
+    X=None,
+    max_members: int = 20,
 ):
-    """Draw every cluster centroid, one panel per cluster.
+    """Draw every cluster centroid, one panel per cluster (images, or curves for signals).
 
     Parameters
     ----------
@@ -152,8 +155,8 @@ def plot_centroids(
         The centroids to draw.
     image_shape : (height, width), default=None
         Shape of one image. None takes the estimator's ``image_shape_``/``image_shape``
-        or a square shape when ``n_features`` is a perfect square; otherwise each centroid
-        is drawn as a 1-D heat strip.
+        or a square shape when ``n_features`` is a perfect square; otherwise, and for a
+        ``1 x n`` or ``n x 1`` shape, each centroid is a 1-D signal drawn as a curve.
     n_cols : int, default=None
         Panels per row; default ``min(n_clusters, 10)``.
     cmap : str, default="gray_r"
@@ -175,6 +178,12 @@ def plot_centroids(
         At least ``n_clusters`` Axes to draw into (then ``fig`` is ignored).
     figsize : (float, float), default=None
         Size of a new figure.
+    X : array-like of shape (n_samples, n_features), default=None
+        Signals only: rows whose members of each cluster (``predict``) are drawn faint
+        behind its centroid, brought into its frame by the estimator's ``align`` when it
+        has one (ST K-means), as they are otherwise.
+    max_members : int, default=20
+        At most this many members drawn per cluster.
 
     Returns
     -------
@@ -201,24 +210,32 @@ def plot_centroids(
         titles = list(titles)
         if len(titles) != n_clusters:
             raise ValueError(f"titles has {len(titles)} entries for {n_clusters} clusters.")
-    fig, panels = _panel_axes(n_clusters, n_cols, fig=fig, axes=axes, figsize=figsize)
+    signal = shape is None or min(shape) == 1
+    fig, panels = _panel_axes(n_clusters, n_cols, fig=fig, axes=axes, figsize=figsize,
+                              panel_size=2.2 if signal else 1.6)
     labels = getattr(estimator, "labels_", None)
     sizes = np.bincount(np.asarray(labels), minlength=n_clusters) if labels is not None else None
     lo: float | None = None
     hi: float | None = None
     if shared_scale:
         lo, hi = float(centers.min()), float(centers.max())
+        if X is not None and signal:  # room for the members
+            lo, hi = min(lo, float(np.min(X))), max(hi, float(np.max(X)))
         lo, hi = (lo if vmin is None else float(vmin)), (hi if vmax is None else float(vmax))
         if hi <= lo:
             hi = lo + 1.0
+    members = cluster_members(estimator, X if signal else None, n_clusters, max_members)
     for k, ax in enumerate(panels):
-        mappable = _draw_row(ax, centers[k], shape, cmap=cmap, vmin=lo, vmax=hi)
+        if signal:
+            draw_signal(ax, centers[k], members[k], (lo, hi) if shared_scale else None)
+        else:
+            mappable = _draw_row(ax, centers[k], shape, cmap=cmap, vmin=lo, vmax=hi)
         if titles is True:
             ax.set_title(f"cluster {k}" if sizes is None else f"cluster {k}\nn={sizes[k]}",
                          fontsize=9)
         elif titles:
             ax.set_title(titles[k], fontsize=9)
-    if colorbar and shared_scale:
+    if colorbar and shared_scale and not signal:
         _shared_colorbar(fig, mappable, panels,
                          colorbar if isinstance(colorbar, str) else "centroid value")
     return fig

@@ -65,9 +65,29 @@ def test_plot_centroids_uses_given_image_shape_and_accepts_raw_centroids():
     assert fig.axes[0].get_title() == ""
 
 
-def test_plot_centroids_draws_non_square_rows_as_1d_strips():
-    fig = plot_centroids(np.ones((2, 7)))
-    assert fig.axes[0].images[0].get_array().shape == (1, 7)
+@pytest.mark.parametrize("image_shape", [None, (1, 7), (7, 1)])
+def test_plot_centroids_draws_signals_as_curves(image_shape):
+    centers = np.arange(14.0).reshape(2, 7)
+    fig = plot_centroids(centers, image_shape=image_shape)
+    assert not fig.axes[0].images
+    np.testing.assert_array_equal(fig.axes[1].lines[-1].get_ydata(), centers[1])
+
+
+def test_plot_centroids_draws_a_signal_clusters_aligned_members_behind_its_centroid():
+    from skxclust import SpatialTransformerKMeans
+
+    t = np.linspace(-1, 1, 30)
+    X = np.stack([np.exp(-((t - c) ** 2) / 0.02) * (1 + k % 2) for k, c in
+                  enumerate(np.linspace(-0.2, 0.2, 6))])
+    st = SpatialTransformerKMeans(2, n_landmarks=4, n_steps=4, split_merge_moves=0,
+                                  random_state=0).fit(X)
+    fig = plot_centroids(st, X=X, max_members=2)
+    counts = np.bincount(st.predict(X), minlength=2)
+    for k, ax in enumerate(fig.axes):
+        assert len(ax.lines) == min(counts[k], 2) + 1  # members, then the centroid
+        np.testing.assert_array_equal(ax.lines[-1].get_ydata(), st.cluster_centers_[k])
+    aligned = st.align(X)[st.predict(X) == 0][:2]
+    np.testing.assert_array_equal(fig.axes[0].lines[0].get_ydata(), aligned[0])
 
 
 def test_plot_centroids_draws_into_given_axes():

@@ -41,6 +41,7 @@ import torch
 
 from ._checks import check_pair_args
 from .appearance import Appearance
+from .monotone import monotone_steps
 from .pair_batch import (
     Coordinates,
     PairBatch,
@@ -50,6 +51,7 @@ from .pair_batch import (
     per_pair_weight,
 )
 from .pyramid import downsample_images
+from .shift_search import shift_start
 from .warps import WarpModel
 
 __all__ = ["PairLevel", "fit_warps", "levenberg_marquardt", "screen_pairs", "screening"]
@@ -86,6 +88,8 @@ def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates,
         step = _damped_steps(hess, grad, damping)
         if coords.lift is not None:
             step = step @ coords.lift.T
+        if pairs.model.ndim == 1:  # a signal's warp keeps time order (nn/monotone.py)
+            step = monotone_steps(pairs.model, flat, step)
         trial = flat + step
         trial_energy, trial_residual, trial_coef = pairs.evaluate(trial)
         better = trial_energy < energy
@@ -256,6 +260,7 @@ def fit_warps(
     coarse: WarpModel | None = None,
     coarse_steps: int = 0,
     appearance: Appearance | None = None,
+    shift_search: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The regularised warp of every centroid onto every sample of a chunk.
 
@@ -302,6 +307,11 @@ def fit_warps(
     appearance : Intensity, optional
         Let the warped centroid of every pair take its optimal gain and offset too
         (:mod:`skxclust.nn.appearance`); the energy then includes their penalty.
+    shift_search : bool, default=False
+        For a 1-D ``model``: start every pair from its best whole-sample translation
+        (:func:`~skxclust.nn.shift_search.shift_start`, the global minimum of the
+        penalised energy over the translations; with ``appearance``, of the energy
+        without the appearance coefficients) instead of the identity.
 
     Returns
     -------
@@ -333,6 +343,10 @@ def fit_warps(
         switch = min(coarse_steps, n_steps)
         low = first_level = fine.coarser(coarse)
     flat = fine.samples.new_zeros(n_pairs, model.n_params)
+    if shift_search and model.ndim == 1 and n_steps > 0:
+        n_images = fine.images.shape[0]
+        flat = shift_start(fine.samples, fine.images[:, 0].reshape(n_images, -1), model,
+                           penalty=fine.weight.reshape(n_images, -1)[0], gram=fine.gram)
     damp = flat.new_full((n_pairs,), float(damping))  # per pair
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
         _, flat, damp = first_level.steps(flat, damp, affine_steps, affine=True)

@@ -1,0 +1,105 @@
+"""Warps of 1-D signals: monotone (no folding back in time) and started from a global shift."""
+
+import pytest
+import torch
+
+from skxclust.nn import make_warp_model
+from skxclust.nn.monotone import MIN_SLOPE, folds, monotone_steps, warp_slopes
+from skxclust.nn.pair_batch import warp_energy
+from skxclust.nn.shift_search import shift_energies, shift_start, translation_params
+from skxclust.nn.warp_solver import fit_warps
+
+N = 60
+POINTS = torch.linspace(-1, 1, N, dtype=torch.float64)
+
+
+def bump(center, height=1.0, width=0.08):
+    return height * torch.exp(-((POINTS - center) ** 2) / (2 * width * width))
+
+
+# Pairs whose unconstrained regularised fit folds (measured before the constraint: the
+# slope of the fitted warp went down to -0.3 ... -3.3): two events in the other order.
+FOLDING_PAIRS = {
+    "swapped_heights": (bump(-0.4) + 0.5 * bump(0.4), 0.5 * bump(-0.4) + bump(0.4)),
+    "reversed_order": (bump(-0.5) + bump(0.0, 0.5), bump(0.0) + bump(-0.5, 0.5)),
+}
+
+
+@pytest.mark.parametrize("pair", sorted(FOLDING_PAIRS))
+@pytest.mark.parametrize("n_landmarks", [36, 64])
+@pytest.mark.parametrize("penalty", [1e-4, 1e-2])
+@pytest.mark.parametrize("shift_search", [False, True])
+def test_fitted_signal_warps_keep_time_order(pair, n_landmarks, penalty, shift_search):
+    centroid, sample = FOLDING_PAIRS[pair]
+    model = make_warp_model((1, N), n_landmarks, "tps", torch.float64)
+    energy, params = fit_warps(sample[None], centroid[None], model, penalty=penalty,
+                               n_steps=60, shift_search=shift_search)
+    slopes = warp_slopes(model, params.reshape(1, -1))
+    assert float(slopes.min()) > 0.5 * MIN_SLOPE
+    assert not bool(folds(model, params.reshape(1, -1)).any())
+    # the constrained fit still fits: well below the identity's energy
+    identity = float(((sample - centroid) ** 2).sum())
+    assert float(energy) < 0.9 * identity
+
+
+@pytest.mark.parametrize("transform", ["tps", "affine", "affine+tps"])
+def test_monotone_steps_shorten_only_folding_steps(transform):
+    model = make_warp_model((1, 20), 16, transform, torch.float64)
+    unit = translation_params(model)
+    gentle = 0.1 * unit[None]  # a translation: slopes unchanged
+    assert torch.equal(monotone_steps(model, torch.zeros_like(gentle), gentle), gentle)
+    reverse = torch.linalg.lstsq(model.basis, -3.0 * model.points).solution.T  # g = -2 p
+    short = monotone_steps(model, torch.zeros_like(reverse), reverse)
+    assert bool(folds(model, reverse).all()) and not bool(folds(model, short).any())
+    assert 0 < float(short.norm() / reverse.norm()) < 1
+
+
+@pytest.mark.parametrize("transform", ["tps", "affine", "affine+tps"])
+def test_shift_energies_are_the_energies_of_whole_sample_translations(transform):
+    generator = torch.Generator().manual_seed(0)
+    n = 17
+    model = make_warp_model((1, n), 9, transform, torch.float64)
+    samples = torch.randn(3, n, generator=generator, dtype=torch.float64)
+    centroids = torch.randn(2, n, generator=generator, dtype=torch.float64)
+    energies = shift_energies(samples, centroids)  # (K, B, 2n - 1)
+    unit = translation_params(model)
+    for shift in (-16, -5, -1, 0, 2, 9, 16):
+        params = (shift * 2.0 / (n - 1) * unit).reshape(1, 1, -1, 1).expand(3, 2, -1, 1)
+        direct = warp_energy(samples, centroids, model, params.contiguous(), penalty=0.0)
+        torch.testing.assert_close(energies[:, :, shift + n - 1].T, direct)
+
+
+def test_shift_start_finds_a_distant_event_that_the_identity_start_misses():
+    model = make_warp_model((1, N), 16, "tps", torch.float64)
+    # the same peak, 45 % of the signal later: no overlap, so no slope towards it
+    centroid, sample = bump(-0.5), bump(0.4)
+    kwargs = {"penalty": 0.5 * float(((sample - sample.mean()) ** 2).sum()),
+              "bending_weight": 0.5, "affine_weight": 0.5}
+    searched, params = fit_warps(sample[None], centroid[None], model, shift_search=True,
+                                 **kwargs)
+    local, _ = fit_warps(sample[None], centroid[None], model, **kwargs)
+    start = shift_start(sample[None], centroid[None], model, penalty=kwargs["penalty"],
+                        gram=model.penalty_gram(0.5, 0.5))
+    # the centroid is sampled at p + t: its peak at -0.5 lands on 0.4 for t = -0.9
+    translation = start @ torch.linalg.pinv(translation_params(model)[None])
+    assert float(translation) == pytest.approx(-0.9, abs=2 / (N - 1))
+    assert float(searched) < 0.1 * float(local)
+
+
+def test_shift_search_leaves_image_warps_unchanged():
+    generator = torch.Generator().manual_seed(1)
+    model = make_warp_model((10, 10), 9, "tps", torch.float64)
+    samples = torch.rand(4, 100, generator=generator, dtype=torch.float64)
+    centroids = torch.rand(3, 100, generator=generator, dtype=torch.float64)
+    plain = fit_warps(samples, centroids, model, penalty=1.0)
+    searched = fit_warps(samples, centroids, model, penalty=1.0, shift_search=True)
+    for a, b in zip(plain, searched):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("n_features, image_shape", [(30, None), (64, (1, 64)), (64, (64, 1))])
+def test_signals_get_the_gain_and_offset_per_pair_by_default(n_features, image_shape):
+    from skxclust import SpatialTransformerKMeans
+
+    geometry = SpatialTransformerKMeans(image_shape=image_shape)._make_geometry(n_features)
+    assert geometry.appearance is not None and geometry.appearance.kind == "intensity"
