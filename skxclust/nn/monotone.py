@@ -88,8 +88,7 @@ def folds(model: WarpModel, flat: torch.Tensor) -> torch.Tensor:
     >>> folds(model, torch.tensor([[0.5, 0.2], [-1.5, 0.0]])).tolist()  # the second reverses
     [False, True]
     """
-    step, basis = _differences(model)
-    return ((step + flat.to(basis.dtype) @ basis.T) <= 0).any(-1)
+    return (warp_slopes(model, flat) <= 0).any(-1)
 
 
 def monotone_steps(model: WarpModel, flat: torch.Tensor, step: torch.Tensor,
