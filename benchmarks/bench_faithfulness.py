@@ -4,7 +4,8 @@ Run ``python benchmarks/bench_faithfulness.py`` (or ``python -m benchmarks --onl
 it writes ``benchmarks/results/faithfulness.json`` and, next to it, ``faithfulness.png``
 (``--quick``, a smoke run on small subsets: into ``benchmarks/results/quick/``).
 
-For each explained sample ``x`` with assigned cluster ``c`` (arg-max of
+Each model is fitted on 80 % of the rows (stratified split, ``random_state=0``) and explains
+held-out rows. For each explained sample ``x`` with assigned cluster ``c`` (arg-max of
 ``decision_function``), the features are removed in order of decreasing relevance,
 ``--step-fraction`` of them per step (20 steps of 5 % by default), each removed feature
 being replaced by its training mean. After each step the cluster evidence
@@ -15,20 +16,31 @@ features the assignment depends on faster = more faithful.
 
 Orderings (methods):
 
-- ``explain``: the estimator's NEON relevance (signed, most positive first);
+- ``explain``: the estimator's NEON relevance (signed, most positive first), midpoint rule;
+- ``explain_reference``: ``explain(..., reference=baseline)``, NEON with the reference
+  rule (root points: the removal baseline projected onto each decision hyperplane), given
+  the same baseline as gradient x input and occlusion;
 - ``gradient_x_input``: gradient of ``f_c`` times ``(x - baseline)`` (gradient x input
-  measured from the removal baseline); ExplainableKMeans only;
+  measured from the removal baseline);
 - ``gradient``: saliency, absolute value of the gradient; ExplainableKMeans only;
 - ``occlusion``: ``f_c(x) - f_c(x with feature i set to its baseline)`` per feature;
 - ``random``: a random order, mean curve over 3 seeds.
 
 Gradients of ExplainableKMeans are taken by torch autograd through
 ``as_module("neuralized", beta=beta_)`` (the LogMeanExp head, whose hard limit is
-``decision_function``) on the target column. SpatialTransformerKMeans exposes no gradient
-of its warped evidence (the warps are found by an inner optimisation); finite differences
-would cost ``2 * n_features`` alignment passes per sample, so gradient baselines are
-computed for ExplainableKMeans only. Every ST ``decision_function`` call re-optimises the
-warps of every row, so all perturbed rows are evaluated in one call.
+``decision_function``) on the target column. For SpatialTransformerKMeans the gradient of
+the same LogMeanExp head is taken with the fitted warps and appearance coefficients held
+fixed (``sum_k p_k 2 (a_c - a_k)``, ``a`` the effective centroids of ``explain``): by the
+envelope theorem a warp that minimises the pair's energy has no first-order effect, so this
+is the gradient of the warped evidence up to the contrast-scaled penalties, which are held
+fixed; ``gradient`` (saliency) is reported for ExplainableKMeans only. Every ST
+``decision_function`` call re-optimises the warps of every row, so all perturbed rows are
+evaluated in one call.
+
+Summary per (data, model): the gain of each method over random (area of random minus its
+area) and ``explain``'s and ``explain_reference``'s gains as a ratio to the best of
+gradient x input and occlusion (issue 22's measure: at least 1.0 for ST on digits), with the
+cost of each explanation relative to ``predict`` on the same rows (at most 3x).
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` packag
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
 
 from benchmarks._common import (  # noqa: E402
     bench_parser,
@@ -63,6 +76,8 @@ from skxclust.datasets import load_mnist_5k, stratified_subset  # noqa: E402
 
 NAME = "faithfulness"
 N_RANDOM = 3
+BASELINES = ("gradient_x_input", "occlusion")  # the reference methods of the ratio
+TARGETS = {"ratio_st_digits": 1.0, "cost_vs_predict": 3.0}
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -104,6 +119,23 @@ def _gradient(est: ExplainableKMeans, X: np.ndarray, target: np.ndarray) -> np.n
     return x.grad.numpy()
 
 
+def _st_gradient(est: SpatialTransformerKMeans, X: np.ndarray, target: np.ndarray
+                 ) -> np.ndarray:
+    """Gradient of the LogMeanExp head (``beta_``) of the warped evidence with the fitted
+    warps and appearance coefficients fixed: ``sum_k p_k 2 (a_c - a_k)``."""
+    Xt, centers, geometry, _ = est._prepare(X, "explain")
+    losses, warps = geometry.pair_warps(Xt, centers)
+    effective = geometry.effective_centroids(Xt, centers, warps)  # (B, K, D)
+    rows = torch.arange(Xt.shape[0])
+    tgt = torch.as_tensor(target)
+    h = (losses - losses[rows, tgt][:, None]).to(torch.float64)
+    h[rows, tgt] = torch.inf
+    p = torch.softmax(-est.beta_ * (h - h.amin(dim=1, keepdim=True)), dim=1)
+    a_c = effective[rows, tgt]
+    grad = 2.0 * (p.to(Xt.dtype)[:, :, None] * (a_c[:, None, :] - effective)).sum(dim=1)
+    return grad.numpy()
+
+
 def _occlusion(est, X: np.ndarray, target: np.ndarray, f0: np.ndarray,
                baseline: np.ndarray) -> np.ndarray:
     """``f_c(x) - f_c(x with feature i at baseline)``, all rows in one call."""
@@ -135,11 +167,14 @@ def evaluate(est, X: np.ndarray, baseline: np.ndarray, n_steps: int, gradients: 
     t0 = time.perf_counter()
     orders["explain"] = [_order(est.explain(X, target=target))]
     timings["explain"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    orders["explain_reference"] = [_order(est.explain(X, target=target, reference=baseline))]
+    timings["explain_reference"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    grad = _gradient(est, X, target) if gradients else _st_gradient(est, X, target)
+    timings["gradient"] = time.perf_counter() - t0
+    orders["gradient_x_input"] = [_order(grad * (X - baseline[None, :]))]
     if gradients:
-        t0 = time.perf_counter()
-        grad = _gradient(est, X, target)
-        timings["gradient"] = time.perf_counter() - t0
-        orders["gradient_x_input"] = [_order(grad * (X - baseline[None, :]))]
         orders["gradient"] = [_order(np.abs(grad))]
     t0 = time.perf_counter()
     orders["occlusion"] = [_order(_occlusion(est, X, target, f0, baseline))]
@@ -175,13 +210,19 @@ def evaluate(est, X: np.ndarray, baseline: np.ndarray, n_steps: int, gradients: 
 
 # ------------------------------------------------------------------------------ main
 def _datasets(quick: bool) -> dict:
+    """``{name: (X_train, X_test)}``: 80/20 stratified splits (``random_state=0``)."""
     Xd, yd = load_digits(return_X_y=True)
     Xm, ym = load_mnist_5k()
     n_mnist = 200 if quick else 1000
     Xm, ym = stratified_subset(Xm, ym, n_mnist, random_state=0)
     if quick:
         Xd, yd = stratified_subset(Xd, yd, 300, random_state=0)
-    return {"digits": Xd.astype(np.float32), "mnist5k": Xm.astype(np.float32)}
+    out = {}
+    for name, X, y in (("digits", Xd, yd), ("mnist5k", Xm, ym)):
+        X_train, X_test = train_test_split(X.astype(np.float32), test_size=0.2, stratify=y,
+                                           random_state=0)
+        out[name] = (X_train, X_test)
+    return out
 
 
 def _settings(quick: bool) -> dict:
@@ -191,13 +232,35 @@ def _settings(quick: bool) -> dict:
     return {
         "digits": {"ekm": dict(n_clusters=10, n_init=1 if quick else 10, random_state=0,
                                device="cpu"),
-                   "st": st, "n_explain_ekm": 20 if quick else 200,
-                   "n_explain_st": 3 if quick else 30},
+                   "st": st, "n_explain_ekm": 20 if quick else 150,
+                   "n_explain_st": 3 if quick else 150},
         "mnist5k": {"ekm": dict(n_clusters=10, n_init=1 if quick else 10, random_state=0,
                                 device="cpu"),
-                    "st": st, "n_explain_ekm": 10 if quick else 200,
-                    "n_explain_st": 2 if quick else 10},
+                    "st": st, "n_explain_ekm": 10 if quick else 150,
+                    "n_explain_st": 2 if quick else 40},
     }
+
+
+def _gains(results: list[dict], timings: dict) -> list[dict]:
+    """Per (data, model): each method's gain over random, explain's and
+    explain_reference's gain as a ratio to the best of :data:`BASELINES`, and the cost of
+    each explanation relative to ``decision_function`` (predict's pass) on the same rows."""
+    groups: dict[tuple, dict] = {}
+    for r in results:
+        groups.setdefault((r["dataset"], r["model"]), {})[r["method"]] = r["area"]
+    out = []
+    for (dataset, model), areas in groups.items():
+        gain = {m: areas["random"] - a for m, a in areas.items() if m != "random"}
+        best = max((m for m in BASELINES if m in gain), key=gain.get)
+        t = timings[f"{dataset}/{model}"]
+        out.append({"dataset": dataset, "model": model, "gain_over_random": gain,
+                    "best_baseline": best,
+                    "ratio_explain": gain["explain"] / gain[best],
+                    "ratio_explain_reference": gain["explain_reference"] / gain[best],
+                    "cost_vs_predict": {m: t[m] / t["decision_function"] for m in
+                                        ("explain", "explain_reference", "gradient",
+                                         "occlusion")}})
+    return out
 
 
 def _summary(results: list[dict]) -> list[str]:
@@ -263,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = _settings(args.quick)
     results, fits = [], {}
     for dataset in args.datasets:
-        X = data[dataset]
+        X, X_test = data[dataset]
         baseline = X.mean(axis=0)
         for model in args.models:
             ekm = model == "ExplainableKMeans"
@@ -272,9 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             est = (ExplainableKMeans if ekm else SpatialTransformerKMeans)(**params).fit(X)
             fit_s = time.perf_counter() - t0
             n_explain = settings[dataset]["n_explain_ekm" if ekm else "n_explain_st"]
-            idx = _select(X.shape[0], n_explain, seed=1)
+            idx = _select(X_test.shape[0], n_explain, seed=1)
             t0 = time.perf_counter()
-            ev = evaluate(est, X[idx], baseline, args.n_steps, gradients=ekm, seed=2)
+            ev = evaluate(est, X_test[idx], baseline, args.n_steps, gradients=ekm, seed=2)
             eval_s = time.perf_counter() - t0
             fits[f"{dataset}/{model}"] = {
                 "params": params, "n_train": int(X.shape[0]), "fit_seconds": fit_s,
@@ -311,18 +374,33 @@ def main(argv: list[str] | None = None) -> int:
                                 "(beta = beta_) times (x - baseline)",
             "gradient": "absolute value of that gradient (saliency)",
             "occlusion": "f_c(x) - f_c(x with feature i set to its baseline)",
-            "explain": "estimator.explain(X, target=c) (NEON), signed",
-            "gradient_methods_for_SpatialTransformerKMeans": "skipped: no public gradient "
-                "of the warped evidence; finite differences would need 2 * n_features "
-                "alignment passes per sample",
-            "data": {"digits": "sklearn load_digits, raw 0..16, all rows" +
+            "explain": "estimator.explain(X, target=c) (NEON, midpoint rule), signed",
+            "explain_reference": "estimator.explain(X, target=c, reference=baseline) (NEON, "
+                                 "reference rule)",
+            "gradient_x_input_SpatialTransformerKMeans": "the LogMeanExp head's gradient with "
+                "the fitted warps and appearance coefficients fixed (envelope theorem), "
+                "times (x - baseline); saliency not reported",
+            "split": "fitted on 80 % of the rows (stratified, random_state=0), explained rows "
+                     "drawn from the held-out 20 %",
+            "gains": "gain = area(random) - area(method); ratio = gain / gain of the best of "
+                     f"{BASELINES}; cost = seconds / decision_function seconds, same rows",
+            "data": {"digits": "sklearn load_digits, raw 0..16" +
                      (" (300-row stratified subset in quick mode)" if args.quick else ""),
                      "mnist5k": "load_mnist_5k scaled to [0, 1], stratified_subset of "
-                                f"{data['mnist5k'].shape[0]} rows (random_state=0)"},
+                                f"{sum(map(len, data['mnist5k']))} rows (random_state=0)"},
             "models": fits,
         },
         "results": results,
-        "summary": _summary(results),
+        "gains": _gains(results, {k: v["timings_seconds"] for k, v in fits.items()}),
+        "targets": TARGETS,
+        "summary": _summary(results) + [
+            f"{g['dataset']} / {g['model']}: gain over random as a ratio to {g['best_baseline']}"
+            f": explain {g['ratio_explain']:.3f}, explain_reference "
+            f"{g['ratio_explain_reference']:.3f}; cost vs predict: explain "
+            f"{g['cost_vs_predict']['explain']:.2f}x, explain_reference "
+            f"{g['cost_vs_predict']['explain_reference']:.2f}x, occlusion "
+            f"{g['cost_vs_predict']['occlusion']:.0f}x"
+            for g in _gains(results, {k: v["timings_seconds"] for k, v in fits.items()})],
         "total_wall_seconds": time.perf_counter() - start,
     }
     info["load_average_end"] = load_average()

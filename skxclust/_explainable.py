@@ -22,6 +22,7 @@ from ._validation import (
     check_beta,
     check_explainable_n_clusters,
     check_lrp_options,
+    check_reference,
     check_target,
     check_top_k,
     fitted_tensor,
@@ -35,6 +36,7 @@ from .nn.neuralized import (
     neuralized_head,
 )
 from .nn.propagation import lrp_backward, supported_layers
+from .nn.reference_rule import neon_reference_relevance
 from .nn.sparse import to_dense
 
 __all__ = ["ExplainableKMeans"]
@@ -291,13 +293,14 @@ class ExplainableKMeans(BaseTorchKMeans):
 
     @blockwise("features", row_args=("target",), in_memory_only=("top_k",))
     def explain(self, X, target=None, beta=None, *, top_k=None, rule="epsilon",
-                epsilon=1e-9):
+                epsilon=1e-9, reference=None):
         """Relevance of every input feature for a cluster assignment (NEON / LRP).
 
         For each row, the evidence ``f_c(x)`` is first split over the competitors ``k`` by
         a soft-min, ``R_k = softmin_k(beta * h_ck) f_c``, then each ``R_k`` is propagated
         onto the features by the midpoint rule ``R_i = sum_k R_k (x_i - m_cki) w_cki / h_ck``
-        with ``m_ck = (mu_c + mu_k) / 2``. The relevances of a row sum to ``f_c(x)``.
+        with ``m_ck = (mu_c + mu_k) / 2`` (or, with a ``reference``, by the reference rule of
+        :mod:`skxclust.nn.reference_rule`). The relevances of a row sum to ``f_c(x)``.
 
         Parameters
         ----------
@@ -321,6 +324,13 @@ class ExplainableKMeans(BaseTorchKMeans):
             before it. "zplus" suits ReLU networks. A rule object is accepted too, e.g.
             ``skxclust.nn.GammaRule(0.25)`` or your own object with a
             ``propagate(layer, a, relevance)`` method (see :mod:`skxclust.nn.rules`).
+        reference : None or array-like of shape (n_features,), default=None
+            None: the midpoint rule. An input ``z``, e.g. the training mean: each root
+            point is ``z`` projected onto the pair's decision hyperplane, so a feature's
+            relevance is what setting it to ``z_i`` would take from the evidence (gradient
+            times ``x - z``) plus its share of the evidence ``z`` itself keeps; rows still
+            sum to ``f_c(x)``. Pass the value a pixel-flipping test removes features to.
+            Not with a ``feature_extractor`` (the reference would live in the embedding).
         epsilon : float, default=1e-9
             Only with a ``feature_extractor``: stabiliser of the epsilon rule (of the first
             Linear/Conv layer, and of the rule given by name). An output that is zero to
@@ -367,6 +377,11 @@ class ExplainableKMeans(BaseTorchKMeans):
         check_lrp_options(rule, epsilon)
         top_k = check_top_k(top_k, raw.shape[1])
         beta = self.beta_ if beta is None else check_beta(beta)
+        reference = check_reference(reference, raw.shape[1])
+        if reference is not None and self.feature_extractor is not None:
+            raise ValueError("reference is not supported with a feature_extractor: root "
+                             "points live in the embedding, not in the input; got "
+                             f"feature_extractor={self.feature_extractor!r}.")
         backward = None
         if self.feature_extractor is not None:
             layers_module, dtype = self._extractor(raw.device)
@@ -375,13 +390,15 @@ class ExplainableKMeans(BaseTorchKMeans):
             def backward(rows, relevance):
                 return lrp_backward(layers, raw[rows].to(dtype), relevance.to(dtype),
                                     rule=rule, epsilon=epsilon).reshape(relevance.shape[0], -1)
-        out = self._explain_rows(raw, extremes, target, beta, backward, top_k, space)
+        out = self._explain_rows(raw, extremes, target, beta, backward, top_k, space,
+                                 reference)
         if top_k is not None:
             return out
         return frame_like_transform(self, out, X, _check_feature_names_in(self))
 
     def _explain_rows(self, raw: torch.Tensor, extremes: tuple, target, beta: float,
-                      backward=None, top_k: int | None = None, space: ArraySpace = HOST):
+                      backward=None, top_k: int | None = None, space: ArraySpace = HOST,
+                      reference: np.ndarray | None = None):
         """NEON in row blocks of the (embedded) input; returns the relevance (numpy, or
         of the input's namespace: ``space``).
 
@@ -392,6 +409,7 @@ class ExplainableKMeans(BaseTorchKMeans):
         output written once. ``backward(rows, relevance)`` carries the relevance of the
         embedding back to the input (LRP through the feature extractor). With ``top_k``,
         returns the (features, relevance) of the ``top_k`` largest relevances per row.
+        ``reference``: the reference rule's input (None: the midpoint rule).
         """
         n, n_features = raw.shape
         if target is not None:
@@ -408,17 +426,26 @@ class ExplainableKMeans(BaseTorchKMeans):
             else:
                 top = (space.empty(n, top_k, dtype=torch.int64),
                        space.empty(n, top_k, dtype=raw.dtype))
-            direct = backward is None and top_k is None and out.device == raw.device
+            direct = (backward is None and top_k is None and reference is None
+                      and out.device == raw.device)
             relevance = out if direct else None
             # computed once, and one (rows, 2D) product buffer for every block
             basis = midpoint_basis(centers)
             workspace = torch.empty(min(step, n), basis.shape[1], dtype=centers.dtype,
                                     device=centers.device)
+            if reference is not None:
+                ref = torch.as_tensor(reference, dtype=centers.dtype, device=centers.device)
+                ref = ref if shift is None else ref - shift
             for rows, block in self._framed_chunks(Xt, shift, step):
-                part, _ = neon_relevance(to_dense(block), centers,
-                                         None if target is None else target[rows], beta,
-                                         out=None if relevance is None else relevance[rows],
-                                         basis=basis, workspace=workspace[: block.shape[0]])
+                if reference is not None:
+                    part, _ = neon_reference_relevance(
+                        to_dense(block), centers,
+                        None if target is None else target[rows], beta, ref)
+                else:
+                    part, _ = neon_relevance(
+                        to_dense(block), centers, None if target is None else target[rows],
+                        beta, out=None if relevance is None else relevance[rows],
+                        basis=basis, workspace=workspace[: block.shape[0]])
                 if backward is not None:
                     part = backward(rows, part)
                 if top_k is not None:

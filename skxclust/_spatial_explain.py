@@ -35,11 +35,13 @@ from ._plan import FitStatistics, fitted_beta
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
+    check_reference,
     check_target,
     resolve_image_shape,
 )
 from .nn.lrp import neon_relevance
 from .nn.neuralized import cluster_evidence
+from .nn.reference_rule import neon_reference_relevance
 from .nn.warps import warp_adjoint, warp_images
 
 __all__ = ["WarpExplanationMixin", "warp_attributes", "warp_statistics", "warp_statistics_rows",
@@ -124,14 +126,15 @@ class WarpExplanationMixin:
         return space.output(out)
 
     @blockwise("features", row_args=("target",))
-    def explain(self, X, target=None, beta=None, frame="input"):
+    def explain(self, X, target=None, beta=None, frame="input", reference=None):
         """Relevance maps of the warped-distance cluster assignment (NEON).
 
         The optimal warps are treated as fixed linear resampling operators: centroid ``k``
         warped onto the sample, ``a_k = S_k mu_k``, is an effective centroid, and the
         penalty of each warp a constant. The evidence ``f_c(x)`` then has the neuralized
         k-means form and is explained by the soft-min + midpoint rule of
-        :class:`ExplainableKMeans` (with root points shifted by the penalty difference).
+        :class:`ExplainableKMeans` (with root points shifted by the penalty difference), or,
+        with a ``reference``, by the reference rule (:mod:`skxclust.nn.reference_rule`).
 
         Parameters
         ----------
@@ -146,6 +149,14 @@ class WarpExplanationMixin:
             "centroid": maps moved into the target centroid's frame by the normalised
             adjoint of its warp (aligned with ``cluster_centers_``); conserved except for
             relevance on pixels that the warp samples from outside the centroid image.
+        reference : None or array-like of shape (n_features,), default=None
+            None: the midpoint rule (root points between the two centroids of each
+            competing pair). An input ``z``, e.g. the training mean: each root point is ``z``
+            projected onto the pair's decision hyperplane, so a pixel's relevance is what
+            setting it to ``z`` would take from the evidence (gradient times ``x - z``), plus
+            its share of the evidence ``z`` itself keeps; rows still sum to ``f_target(x)``.
+            Pass the value a pixel-flipping test removes pixels to (see the user guide's
+            "Explanations" section).
 
         Returns
         -------
@@ -159,6 +170,8 @@ class WarpExplanationMixin:
         check_explainable_n_clusters(n_clusters)
         beta = self.beta_ if beta is None else check_beta(beta)
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
+        ref = check_reference(reference, Xt.shape[1])
+        ref_t = None if ref is None else torch.as_tensor(ref, dtype=Xt.dtype, device=Xt.device)
         model = geometry.model(Xt)
         out = space.empty(*Xt.shape, dtype=Xt.dtype)
 
@@ -171,8 +184,13 @@ class WarpExplanationMixin:
             offset = losses - ((x[:, None, :] - effective) ** 2).sum(-1)
             # NEON is shift invariant: in the frame of x itself, h_ck is a difference of
             # squared distances, with no ||x||^2-sized cancellation (data far from 0)
-            relevance, _ = neon_relevance(torch.zeros_like(x), effective - x[:, None, :], tgt,
-                                          beta, offset=offset)
+            if ref_t is None:
+                relevance, _ = neon_relevance(torch.zeros_like(x), effective - x[:, None, :],
+                                              tgt, beta, offset=offset)
+            else:
+                relevance, _ = neon_reference_relevance(
+                    torch.zeros_like(x), effective - x[:, None, :], tgt, beta, ref_t - x,
+                    offset=offset)
             if frame == "centroid":
                 relevance = self._to_centroid_frame(relevance, model, warps[rows, tgt])
             out[sl] = relevance

@@ -32,6 +32,7 @@ __all__ = [
     "check_lrp_options",
     "check_magnitude",
     "check_n_samples",
+    "check_reference",
     "check_sample_weight",
     "check_target",
     "check_top_k",
@@ -309,6 +310,17 @@ def check_beta(beta, name: str = "beta") -> float:
     return beta
 
 
+def check_reference(reference, n_features: int) -> np.ndarray | None:
+    """Validate the ``reference`` of ``explain``: None or ``n_features`` finite numbers."""
+    if reference is None:
+        return None
+    arr = np.asarray(host_values(reference))
+    if arr.shape != (n_features,) or arr.dtype.kind not in "biuf" or not np.isfinite(arr).all():
+        raise ValueError(f"reference must be None or {n_features} finite values (one per "
+                         f"feature), got an array of shape {arr.shape}: {reference!r:.60}.")
+    return arr.astype(np.float64)
+
+
 def finite_extremes(X: torch.Tensor, estimator_name: str,
                     input_name: str = "X") -> tuple[torch.Tensor, torch.Tensor]:
     """Smallest and largest value of X in one pass, refusing NaN and infinity.
@@ -361,10 +373,8 @@ def check_magnitude(X: torch.Tensor, name: str = "X", shift: torch.Tensor | None
 def check_explainable_n_clusters(n_clusters: int) -> None:
     """Explanations compare a cluster with its competitors: refuse ``n_clusters < 2``."""
     if n_clusters < 2:
-        raise ValueError(
-            f"explain needs n_clusters >= 2 (there is no competitor to explain "
-            f"against); got n_clusters={n_clusters}."
-        )
+        raise ValueError(f"explain needs n_clusters >= 2 (there is no competitor to explain "
+                         f"against); got n_clusters={n_clusters}.")
 
 
 def check_init_array(init, n_clusters: int, n_features: int, dtype) -> np.ndarray:
@@ -392,12 +402,8 @@ def check_init_array(init, n_clusters: int, n_features: int, dtype) -> np.ndarra
 
 
 def check_lrp_options(rule, epsilon) -> None:
-    """Validate the ``rule`` and ``epsilon`` arguments of an LRP backward pass.
-
-    ``rule`` is checked by :func:`skxclust.nn.rules.resolve_rule`, the one place that knows
-    the rule names: a name or an object with a ``propagate`` method; ``epsilon`` by
-    :func:`skxclust.nn.rules.check_epsilon`, which the rules use too.
-    """
+    """Validate ``rule`` and ``epsilon`` of an LRP pass by the rules' own checks
+    (:func:`skxclust.nn.rules.resolve_rule`, :func:`skxclust.nn.rules.check_epsilon`)."""
     resolve_rule(rule)
     check_epsilon(epsilon)
 

@@ -7,7 +7,8 @@ from the submodule that holds it:
 - :mod:`skxclust.nn.neuralized`: distance, neuralized and soft-assignment layers
   (``competitor_index`` and the rest of the layer algebra).
 - :mod:`skxclust.nn.lrp`: the NEON relevance rules (``root_point_relevance`` for a
-  neuralized layer behind an affine map, ``auto_beta``).
+  neuralized layer behind an affine map, ``auto_beta``); :mod:`skxclust.nn.reference_rule`:
+  NEON with root points from a reference input (``neon_reference_relevance``).
 - :mod:`skxclust.nn.propagation` and :mod:`skxclust.nn.rules`: LRP through a feature
   extractor and its rules as objects (write your own with one ``propagate`` method).
 - :mod:`skxclust.nn.canonizers`: the zennit-style canonizer.

@@ -61,7 +61,7 @@ def auto_beta(evidence: torch.Tensor) -> float:
     return 1.0 / mean_f if mean_f > 0 else float("inf")
 
 
-def _relevance_per_unit_h(relevance: torch.Tensor, h: torch.Tensor, eps: float) -> torch.Tensor:
+def relevance_per_unit_h(relevance: torch.Tensor, h: torch.Tensor, eps: float) -> torch.Tensor:
     """``R_k / h_ck`` with a sign-aware floor ``eps * max_k |h_ck|`` on ``|h_ck|``."""
     tiny = torch.finfo(h.dtype).tiny
     abs_h = h.abs()
@@ -270,7 +270,7 @@ def midpoint_relevance(
             check_shape(value, name, "(B, K)", B=(n_rows, "x.shape[0]"),
                         K=(n_clusters, "centers.shape[-2]"))
     column = target[:, None]
-    a = _relevance_per_unit_h(competitor_relevance, h, eps).scatter_(1, column, 0.0)
+    a = relevance_per_unit_h(competitor_relevance, h, eps).scatter_(1, column, 0.0)
     a_sum = a.sum(dim=1, keepdim=True)
     # sum_k a_k (mu_c - mu_k) = sum_j coef_j mu_j with coef = a_sum * onehot(c) - a: two
     # matrix products and two passes over (B, D), nothing of shape (B, K-1, D).
@@ -279,31 +279,45 @@ def midpoint_relevance(
                                              out if offset is None else None)
     if offset is None:
         return relevance
+    p = offset - offset.gather(1, target[:, None])
+    return relevance + projection_term(x, centers, target, a, p)
+
+
+def projection_term(x: torch.Tensor, centers: torch.Tensor, target: torch.Tensor,
+                    a: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    r"""``sum_k a_k q_k w_ck**2 / ||w_ck||^2`` (B, D), with ``w_ck = 2 (mu_c - mu_k)``.
+
+    The part of a root-point rule that moves a root point along ``w_ck`` by
+    ``-q_k w_ck / ||w_ck||^2``: it carries ``a_k q_k`` in total. A competitor with
+    ``w_ck = 0`` (the same centroid as the target) has a constant ``h_ck`` no feature
+    moves: its ``a_k q_k`` is shared evenly by the features, so sums stay exact.
+
+    Parameters
+    ----------
+    x : Tensor of shape (B, D)
+    centers : Tensor of shape (K, D) or (B, K, D)
+    target : LongTensor of shape (B,)
+    a, q : Tensor of shape (B, K)
+        ``R_k / h_ck`` (0 in the target column) and the shift of each root point.
+    """
     if centers.dim() == 2:
         mu_c = centers[target]
-    else:
-        mu_c = centers[torch.arange(x.shape[0], device=x.device), target]
-    # sum_k g_k w_k**2 with w_k = 2 (mu_c - mu_k) and g_k = a_k p_k / ||w_k||^2
-    p = offset - offset.gather(1, target[:, None])
-    if centers.dim() == 2:
         sq = (centers * centers).sum(1)
         w_norm2 = 4.0 * ((mu_c * mu_c).sum(1, keepdim=True) - 2.0 * mu_c @ centers.T + sq)
     else:
+        mu_c = centers[torch.arange(x.shape[0], device=x.device), target]
         diff = mu_c[:, None, :] - centers
         w_norm2 = 4.0 * (diff * diff).sum(-1)
     apart = w_norm2 > 0
-    g = torch.where(apart, a * p / w_norm2.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
+    g = torch.where(apart, a * q / w_norm2.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
     g_sum = g.sum(dim=1, keepdim=True)
     if centers.dim() == 2:
         g_mu, g_mu_sq = g @ centers, g @ (centers * centers)
     else:
         g_mu = torch.einsum("bk,bkd->bd", g, centers)
         g_mu_sq = torch.einsum("bk,bkd->bd", g, centers * centers)
-    # a competitor equal to the target (w_ck = 0, e.g. two centroids warped off the image)
-    # leaves h_ck = p_k, a constant no feature moves: its relevance a_k p_k is shared
-    # evenly by the features, so the sum stays exact
-    even = torch.where(apart, 0.0, a * p).sum(dim=1, keepdim=True) / x.shape[1]
-    return relevance + 4.0 * (g_sum * mu_c * mu_c - 2.0 * mu_c * g_mu + g_mu_sq) + even
+    even = torch.where(apart, 0.0, a * q).sum(dim=1, keepdim=True) / x.shape[1]
+    return 4.0 * (g_sum * mu_c * mu_c - 2.0 * mu_c * g_mu + g_mu_sq) + even
 
 
 def neon_relevance(
@@ -453,7 +467,7 @@ def root_point_relevance(
         pseudo_target = torch.full((rows.numel(),), h.shape[1], device=x.device)
         h_full = torch.cat([h, torch.zeros_like(h[:, :1])], dim=1)  # dummy target column
         r_comp, f = softmin_redistribution(h_full, pseudo_target, beta)
-        a = _relevance_per_unit_h(r_comp[:, :-1], h, eps)
+        a = relevance_per_unit_h(r_comp[:, :-1], h, eps)
         relevance[rows] = xc * (a @ w) - a @ (r * w)
         f_out[rows] = f
     return relevance, f_out

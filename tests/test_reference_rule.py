@@ -1,0 +1,123 @@
+"""NEON's reference rule: root points from a reference input (``explain(reference=...)``)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+
+from skxclust import ExplainableKMeans, SpatialTransformerKMeans
+from skxclust.nn import neon_relevance
+from skxclust.nn.reference_rule import neon_reference_relevance
+
+X = load_digits().data[:240]
+REFERENCE = X.mean(axis=0)
+
+
+def _problem(per_row: bool, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(7, 5, generator=gen, dtype=torch.float64)
+    centers = torch.randn(4, 5, generator=gen, dtype=torch.float64)
+    if per_row:
+        centers = centers + 0.3 * torch.randn(7, 4, 5, generator=gen, dtype=torch.float64)
+    offset = torch.rand(7, 4, generator=gen, dtype=torch.float64)
+    return x, centers, offset, torch.randn(5, generator=gen, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("with_offset", [False, True])
+@pytest.mark.parametrize("beta", [0.0, 0.7, math.inf])
+@pytest.mark.parametrize("target", [None, "fixed"])
+def test_reference_relevance_sums_to_the_evidence(per_row, with_offset, beta, target):
+    x, centers, offset, z = _problem(per_row)
+    offset = offset if with_offset else None
+    tgt = None if target is None else torch.tensor([0, 1, 2, 3, 0, 1, 2])
+    R, f = neon_reference_relevance(x, centers, tgt, beta, z, offset=offset)
+    _, f_mid = neon_relevance(x, centers, tgt, beta, offset=offset)
+    torch.testing.assert_close(f, f_mid, rtol=0, atol=1e-12)
+    torch.testing.assert_close(R.sum(1), f, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("with_offset", [False, True])
+def test_the_midpoint_as_reference_is_the_midpoint_rule(with_offset):
+    # two clusters: one competitor, whose midpoint is the rule's root before projection
+    x, centers, offset, _ = _problem(per_row=False)
+    centers, offset = centers[:2], offset[:, :2] if with_offset else None
+    R_mid, _ = neon_relevance(x, centers, None, 1.0, offset=offset)
+    R_ref, _ = neon_reference_relevance(x, centers, None, 1.0, centers.mean(0), offset=offset)
+    torch.testing.assert_close(R_ref, R_mid, rtol=0, atol=1e-12)
+
+
+def test_a_reference_on_the_boundary_gives_gradient_times_input():
+    # h(x) = w.x + b with w = 2 (mu_0 - mu_1); z on h = 0: R = w * (x - z) exactly, the
+    # ordering that removes the most evidence first when features are set to z
+    centers = torch.tensor([[0.0, 0.0, 1.0], [2.0, 1.0, 0.0]], dtype=torch.float64)
+    z = torch.tensor([1.0, 0.5, 0.5], dtype=torch.float64) + torch.tensor([1.0, -2.0, 0.0])
+    w = 2.0 * (centers[0] - centers[1])
+    assert float(w @ z - (centers[0] ** 2).sum() + (centers[1] ** 2).sum()) == 0.0
+    x = torch.tensor([[0.1, -0.3, 0.9], [-0.5, 0.2, 2.0]], dtype=torch.float64)
+    R, f = neon_reference_relevance(x, centers, torch.tensor([0, 0]), 1.0, z)
+    torch.testing.assert_close(R, w * (x - z), rtol=0, atol=1e-12)
+
+
+def test_a_per_row_reference_equals_one_call_per_row():
+    x, centers, offset, _ = _problem(per_row=True)
+    z = torch.randn(7, 5, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    R, _ = neon_reference_relevance(x, centers, None, 1.0, z, offset=offset)
+    for i in range(7):
+        Ri, _ = neon_reference_relevance(x[i:i + 1], centers[i:i + 1], None, 1.0, z[i],
+                                         offset=offset[i:i + 1])
+        torch.testing.assert_close(R[i:i + 1], Ri, rtol=0, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def st_fitted():
+    return SpatialTransformerKMeans(n_clusters=4, n_steps=15, max_iter=2, random_state=0,
+                                    device="cpu").fit(X)
+
+
+@pytest.mark.parametrize("target", [None, 1])
+def test_spatial_reference_relevance_sums_to_the_warped_evidence(st_fitted, target):
+    rows = X[:40]
+    R = st_fitted.explain(rows, target=target, reference=REFERENCE)
+    f = st_fitted.decision_function(rows)
+    f_t = f.max(1) if target is None else f[:, target]
+    np.testing.assert_allclose(R.sum(1), f_t, rtol=1e-5, atol=1e-9 * np.abs(f).max())
+    assert not np.allclose(R, st_fitted.explain(rows, target=target))
+
+
+def test_explainable_reference_relevance_sums_to_the_evidence():
+    km = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu").fit(X)
+    R = km.explain(X, reference=REFERENCE)
+    np.testing.assert_allclose(R.sum(1), km.decision_function(X).max(1), rtol=1e-9,
+                               atol=1e-9)
+    assert not np.allclose(R, km.explain(X))
+    # top_k reads the same map
+    features, values = km.explain(X[:5], top_k=3, reference=REFERENCE)
+    np.testing.assert_allclose(values, np.sort(R[:5], axis=1)[:, ::-1][:, :3], rtol=1e-12)
+
+
+def test_without_warping_spatial_reference_relevance_equals_explainable_kmeans():
+    init = X[[0, 60, 120, 180]]
+    st = SpatialTransformerKMeans(n_clusters=4, n_steps=0, init=init, max_iter=300,
+                                  appearance="none", device="cpu").fit(X)
+    km = ExplainableKMeans(n_clusters=4, init=init, device="cpu").fit(X)
+    np.testing.assert_allclose(st.explain(X[:50], reference=REFERENCE),
+                               km.explain(X[:50], reference=REFERENCE), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("reference", [REFERENCE[:10], np.full(64, np.nan), "mean",
+                                       np.ones((2, 64))])
+def test_explain_refuses_a_bad_reference(st_fitted, reference):
+    km = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu").fit(X)
+    for est in (km, st_fitted):
+        with pytest.raises(ValueError, match="reference"):
+            est.explain(X[:3], reference=reference)
+
+
+def test_explain_refuses_a_reference_with_a_feature_extractor():
+    net = torch.nn.Sequential(torch.nn.Linear(64, 8), torch.nn.ReLU())
+    km = ExplainableKMeans(n_clusters=3, feature_extractor=net, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="reference is not supported with a feature"):
+        km.explain(X[:3], reference=REFERENCE)
