@@ -324,8 +324,10 @@ def st_speed_section(data: dict) -> str:
 
 def faithfulness_section(data: dict) -> str:
     """Pixel-flipping areas per (data, model) and method, and who is lowest."""
-    methods = ["explain", "gradient_x_input", "gradient", "occlusion", "random"]
-    labels = ["explain (NEON)", "gradient×input", "gradient", "occlusion", "random"]
+    methods = ["explain", "explain_reference", "gradient_x_input", "gradient", "occlusion",
+               "random"]
+    labels = ["explain (NEON)", "explain(reference=mean)", "gradient×input", "gradient",
+              "occlusion", "random"]
     areas: dict[tuple[str, str], dict[str, float]] = {}
     counts: dict[tuple[str, str], int] = {}
     for r in data["results"]:
@@ -350,7 +352,8 @@ def faithfulness_section(data: dict) -> str:
                      f"{rank} of {len(by_method)}"])
     n_steps = data.get("settings", {}).get("n_steps", "?")
     intro = ("**Faithfulness** (`bench_faithfulness.py` → `faithfulness.json`, "
-             f"`faithfulness.png`; pixel flipping to the training mean in {n_steps} steps, "
+             f"`faithfulness.png`; held-out rows of models fitted on 80 % of the data, pixel "
+             f"flipping to the training mean in {n_steps} steps, "
              "area under the normalised evidence curve, lower is better, lowest per row in "
              "bold):")
     if is_quick(data):
@@ -363,6 +366,14 @@ def faithfulness_section(data: dict) -> str:
     for other, (wins, total) in below.items():
         if total:
             text += f" `explain` is below {other} in {wins} of {total}."
+    for g in data.get("gains", []):
+        cost = g["cost_vs_predict"]
+        text += (f"\n\n- {DATA_NAMES.get(g['dataset'], g['dataset'])} / {g['model']}: gain "
+                 f"over random as a ratio to the best baseline ({g['best_baseline']}): "
+                 f"`explain` {g['ratio_explain']:.3f}, `explain(reference=mean)` "
+                 f"{g['ratio_explain_reference']:.3f}; cost relative to `predict` on the same "
+                 f"rows {cost['explain']:.1f}× and {cost['explain_reference']:.1f}× "
+                 f"(occlusion {cost['occlusion']:.0f}×).")
     return text
 
 
