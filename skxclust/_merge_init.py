@@ -5,9 +5,19 @@ on a random subset of the rows, one warped Lloyd step sharpens the over-segmenta
 its clusters are merged by warped distances between their centroids (:func:`ward_merge`,
 :func:`merge_init`). Variants of one shape (slanted and upright digits) so start in one
 cluster.
+
+The warped step and the merge use the warp alone, without the model's appearance
+transformation (a curriculum: the geometry first, the appearance from the first Lloyd pass
+on). With a gain and an offset per pair, the centroid of one over-segment also fits the rows
+of a similar class at little cost, and the Ward merge then joins two classes that no later
+move separates: on MNIST-5k (5 splits x 3 seeds) one fit of 15 started that way and ended at
+0.831 held-out ACC; from the warp-only merge it ends at 0.945, with a lower distortion, and
+the other fits move by at most 0.005.
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import torch
@@ -97,7 +107,8 @@ def merge_init(X: torch.Tensor, sample_weight: torch.Tensor, generator: torch.Ge
         Draws the row subset and seeds the Euclidean runs.
     n_clusters : int
     geometry : WarpGeometry
-        The estimator's geometry (a fresh one: its runs are made here).
+        The estimator's geometry (a fresh one: its runs are made here); its appearance
+        transformation is left out here (see the module).
 
     Returns
     -------
@@ -107,6 +118,8 @@ def merge_init(X: torch.Tensor, sample_weight: torch.Tensor, generator: torch.Ge
     if n_over == n_clusters:
         return euclidean_kmeans(X, n_clusters, sample_weight, generator)[0]
     centers, _ = euclidean_kmeans(X, n_over, sample_weight, generator)
+    geometry = copy.copy(geometry)
+    geometry.appearance = None  # the warp alone (see the module)
     # the warped steps run on a random subset of the rows (at least 2K)
     n_rows = max(_INIT_ROWS, n_over)
     if X.shape[0] > n_rows:

@@ -197,7 +197,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     init : {"k-means+merge", "k-means", "k-means++", "random"} or array-like of shape \
             (n_clusters, n_features), default="k-means+merge"
         "k-means+merge": Euclidean k-means with ``2 * n_clusters`` clusters, one warped
-        Lloyd step, then merged by warped distances (see above). "k-means": the best of
+        Lloyd step, then merged by warped distances (see above), with the warp alone (the
+        appearance transformation starts with the first Lloyd pass). "k-means": the best of
         10 Euclidean k-means runs.
         "k-means++" / "random": single samples as seeds. An array: the initial centroids
         (then a single init is run).

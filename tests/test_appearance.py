@@ -4,10 +4,12 @@ stroke thickness, fitted per pair next to the warp."""
 import numpy as np
 import pytest
 import torch
+from sklearn.datasets import load_digits
 from test_spatial import FAST, deformed_dataset
 from test_warp_solver import MODELS, blob, images
 
 from skxclust import SpatialTransformerKMeans
+from skxclust._merge_init import merge_init
 from skxclust.nn.appearance import Appearance, intensity_rows, thickness_channel
 from skxclust.nn.pair_batch import Coordinates, PairBatch, pair_images, warp_energy
 from skxclust.nn.warp_evidence import warp_log_volume
@@ -287,3 +289,19 @@ def test_the_update_is_the_least_squares_centroid_for_the_fitted_gains_and_offse
     gain, offset = assignment.state.coef[:, 0], assignment.state.offset
     expected = (gain[:, None] * (X - offset[:, None])).sum(0) / (gain**2).sum()
     torch.testing.assert_close(new[0], expected)
+
+
+@pytest.mark.parametrize("appearance", ["intensity", "intensity+thickness"])
+def test_merge_init_places_and_merges_by_the_warp_alone(appearance):
+    # a curriculum: the over-segments are placed and merged without the appearance
+    # transformation (with a gain per pair, one over-segment covers two classes and the
+    # merge joins them), and the estimator's geometry keeps its own
+    X = torch.as_tensor(load_digits().data[:200])
+    weight = torch.ones(200, dtype=X.dtype)
+    with_appearance = SpatialTransformerKMeans(n_clusters=4, appearance=appearance
+                                               )._make_geometry(64)
+    warp_alone = SpatialTransformerKMeans(n_clusters=4, appearance="none")._make_geometry(64)
+    a = merge_init(X, weight, torch.Generator().manual_seed(0), 4, with_appearance)
+    b = merge_init(X, weight, torch.Generator().manual_seed(0), 4, warp_alone)
+    assert torch.equal(a, b)
+    assert with_appearance.appearance is not None
