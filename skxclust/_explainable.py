@@ -40,9 +40,12 @@ from .nn.sparse import to_dense
 __all__ = ["ExplainableKMeans"]
 
 
-def evidence_sums(X, labels, centers, geometry) -> dict:
-    """Sum and count of the assigned evidence f_c(x) of the rows X (for beta="auto")."""
-    f = cluster_evidence(geometry.pairwise(X, centers)).gather(1, labels[:, None])
+def evidence_sums(X, labels, centers, geometry, distances=None) -> dict:
+    """Sum and count of the assigned evidence f_c(x) of the rows X (for beta="auto";
+    ``distances`` (n, K): ``geometry.pairwise(X, centers)`` where the fit has them)."""
+    if distances is None:
+        distances = geometry.pairwise(X, centers)
+    f = cluster_evidence(distances).gather(1, labels[:, None])
     return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
 
 

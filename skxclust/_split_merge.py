@@ -139,7 +139,9 @@ class SplitMerge:
         tolerance (already scaled), ``generator`` seeds the 2-means splits; ``distances``
         (n, K) are those of the rows to the centroids of ``fit`` where the Lloyd loop has
         them (``pairwise`` of :func:`skxclust._lloyd.lloyd`), None: computed here.
-        Returns the fit after the kept moves, its ``n_iter`` adding their iterations.
+        Returns the fit after the kept moves, its ``n_iter`` adding their iterations,
+        with its (n, K) ``distances`` (those computed for the moves; None where the
+        geometry's assignments do not carry them and no move was estimated).
         """
         n_clusters = fit.centers.shape[0]
         for move in range(self.max_moves):
@@ -188,4 +190,4 @@ class SplitMerge:
                 break
             fit = moved._replace(n_iter=fit.n_iter + moved.n_iter)
             distances = pairwise[0]
-        return fit
+        return fit._replace(distances=distances)
