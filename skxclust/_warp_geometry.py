@@ -16,7 +16,7 @@ from ._geometry import Assignment, Geometry
 from ._pair_fit import PairFit
 from ._progress import track
 from ._relocation import relocate_in_groups
-from ._threads import Work, map_jobs
+from ._threads import SIGNAL_CHUNK_SCALE, Work, map_jobs
 from .nn.appearance import Appearance, intensity_rows, warp_channels
 from .nn.centroid_update import (
     adjoint_sums,
@@ -80,6 +80,7 @@ class WarpGeometry(Geometry):
                  warp_dtype=None, n_clusters=None, appearance=None, appearance_penalty=1.0,
                  verbose=0):
         self.image_shape = image_shape
+        self.signal = min(image_shape) == 1  # a 1-D signal, warped along its one axis
         self.n_landmarks = n_landmarks
         self.transform = transform
         self.n_steps = n_steps
@@ -243,8 +244,7 @@ class WarpGeometry(Geometry):
         return intensity_rows(X, fit.coef[:, 0], offset, sample_weight)
 
     def pass_work(self, X: torch.Tensor, centers: torch.Tensor) -> Work:
-        """The (row, centroid, pixel) terms of one chunk of a pass of X against ``centers``
-        (K, D) or (R, K, D) (see :meth:`map_chunks`)."""
+        """(row, centroid, pixel) terms of a chunk of a pass (K, D or R, K, D centers)."""
         return self._chunk_work(X, centers.shape[-2])
 
     def _chunk_work(self, X: torch.Tensor, n_centers: int) -> Work:
@@ -253,21 +253,22 @@ class WarpGeometry(Geometry):
 
     def _chunk_rows(self, n_centers: int | None) -> int:
         """Rows per chunk: ``batch_size * n_clusters`` pairs (see :meth:`map_chunks`)."""
+        rows = self.batch_size * (SIGNAL_CHUNK_SCALE if self.signal else 1)
         if n_centers is None or self.n_clusters is None:
-            return self.batch_size
+            return rows
         if self.groups is not None:  # a row meets its group's centroids only
             n_centers = min(n_centers, self.groups[2])
-        return max(1, self.batch_size * self.n_clusters // max(n_centers, 1))
+        return max(1, rows * self.n_clusters // max(n_centers, 1))
 
     def map_chunks(self, fn, X: torch.Tensor, *, desc: str, n_centers: int | None = None
                    ) -> list:
         """``[fn(rows) for rows in chunks]``, the chunks of rows spread over threads.
 
-        A chunk holds ``batch_size`` rows when the rows are fitted against ``n_clusters``
-        centroids, and as many more or fewer as keeps ``rows * n_centers`` at ``batch_size
-        * n_clusters`` pairs (memory stays O(batch_size * n_clusters * P); the two-centroid
-        fits of the split–merge moves then share the fixed cost of a call among 5x more
-        rows). Without ``n_centers``: ``batch_size`` rows.
+        A chunk holds ``batch_size`` rows (1-D signals: ``SIGNAL_CHUNK_SCALE`` times that,
+        see :mod:`skxclust._threads`) when the rows are fitted against ``n_clusters``
+        centroids, as many more or fewer as keeps ``rows * n_centers`` pairs (memory stays
+        O(batch_size * n_clusters * P); the split–merge moves' two-centroid fits then share
+        the fixed cost of a call among 5x more rows), and as many without ``n_centers``.
 
         The chunks are independent jobs of :func:`skxclust._threads.map_jobs`: on the CPU
         they run in ``torch.get_num_threads()`` Python threads, each chunk on one torch
@@ -321,7 +322,7 @@ class WarpGeometry(Geometry):
         """This geometry for groups of rows (n,) and centroids (K,) fitted in shared chunks,
         a row to its group's centroids only (a Lloyd run is one run per group). 1-D signals
         only (else None): their small per-group fits cost what a call costs, not images'."""
-        if min(self.image_shape) != 1:
+        if not self.signal:
             return None
         grouped = copy.copy(self)
         grouped.groups = (row_groups, center_groups, int(torch.bincount(center_groups).max()))

@@ -1,16 +1,19 @@
-"""Grouped warp fits: rows fitted to their own group's centroids only, in shared calls
-(``allowed`` pairs of the solvers, ``WarpGeometry.grouped``), and the split-merge moves'
-two-cluster fits of 1-D signals run that way (``_grouped_two_means``)."""
+"""1-D signals share calls more than images: chunks of ``SIGNAL_CHUNK_SCALE`` times the
+rows, and grouped warp fits (rows fitted to their own group's centroids only: ``allowed``
+pairs of the solvers, ``WarpGeometry.grouped``), which the split-merge moves' two-cluster
+fits of signals use (``_grouped_two_means``)."""
 
 import pytest
 import torch
 from sklearn.datasets import load_digits
 
 import skxclust._split_merge as split_merge
+import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
 from skxclust._lloyd import best_restart, lloyd
 from skxclust._relocation import relocate_in_groups
 from skxclust._split_merge import _grouped_two_means, _split_gains
+from skxclust._threads import SIGNAL_CHUNK_SCALE
 from skxclust.nn import make_warp_model
 from skxclust.nn.warp_refit import refit_warps
 from skxclust.nn.warp_solver import fit_warps
@@ -52,6 +55,25 @@ def test_a_restricted_fit_fits_the_allowed_pairs_as_their_own_fits_do(signals, s
     own, _ = refit_warps(samples[:3], centroids[:2], model, warps[:3, :2], penalty=1e-2,
                          n_steps=3)
     torch.testing.assert_close(again[:3, :2], own, rtol=1e-9, atol=1e-12)
+
+
+def test_a_chunk_of_signals_holds_signal_chunk_scale_times_the_rows(monkeypatch):
+    assert SIGNAL_CHUNK_SCALE == 8
+    image = SpatialTransformerKMeans(4, batch_size=16)._make_geometry(64)
+    signal = SpatialTransformerKMeans(4, batch_size=16, image_shape=(1, 64))._make_geometry(64)
+    for n_centers in (None, 2, 4, 8):
+        assert signal._chunk_rows(n_centers) == SIGNAL_CHUNK_SCALE * image._chunk_rows(n_centers)
+    assert image._chunk_rows(4) == 16 and image._chunk_rows(8) == 8
+    X = torch.as_tensor(load_digits().data[:200], dtype=F64)
+    sizes = []
+
+    def counting(X, *args, **kwargs):
+        sizes.append(X.shape[0])
+        return fit_warps(X, *args, **kwargs)
+
+    monkeypatch.setattr(warp_geometry, "fit_warps", counting)
+    signal.assign(X, X[:4])
+    assert sizes == [128, 72]
 
 
 def test_only_signals_have_a_grouped_geometry():
