@@ -28,7 +28,9 @@ Methods (all in this process, one torch thread each for ST):
 
 The peers run with ``--peer-seeds`` seeds (default 3; DTW k-means takes minutes per fit on
 the long sets) and their library defaults except ``max_iter=10`` for ``TimeSeriesKMeans``
-(its default 50 rarely runs past 10 here). DTW k-means took 290 s per fit on OSULeaf
+(its default 50 rarely runs past 10 here). tslearn compiles its numba kernels in the first
+DTW fit of a process (about 7 s here, not cached), which counts in the mean of the first
+set measured (Trace in the committed runs). DTW k-means took 290 s per fit on OSULeaf
 (427 samples) and would take tens of minutes on ACSF1 (1,460): the committed run leaves
 DTW and soft-DTW k-means out on ACSF1 and soft-DTW on OSULeaf. :data:`PUBLISHED` holds the published
 train-test ACC of the eight methods of the KASBA table for these sets (facts copied from

@@ -48,7 +48,6 @@ from ._lloyd import (
     FitResult,
     LloydFit,
     assign_every_row,
-    best_index,
     best_restart,
     into_fit_frame,
     lloyd,
@@ -259,13 +258,18 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         self.n_steps_ = n_steps
 
     @staticmethod
-    def _statistics_of(plan: FitPlan, X, labels, centers, geometry) -> dict:
-        """The sums of the plan's statistics on the rows they name."""
+    def _statistics_of(plan: FitPlan, X, fit: LloydFit, geometry) -> dict:
+        """The sums of the plan's statistics on the rows they name, for the centroids
+        and labels of ``fit``. When they name every row, the fit's (n, K) distances are
+        passed on (where it has them: no pass over the rows again); a subset of the rows
+        is aligned on its own (its chunks differ from the fit's, and so would the
+        rounding of float32 warp fits)."""
         rows = plan.statistics.rows(X.shape[0])
-        if rows is not None:
+        labels, distances = fit.labels, fit.distances
+        if rows is not None and len(rows) < X.shape[0]:
             index = torch.from_numpy(rows).to(X.device)
-            X, labels = X[index], labels[index]
-        return plan.statistics.sums(X, labels, centers, geometry)
+            X, labels, distances = X[index], labels[index], None
+        return plan.statistics.sums(X, labels, fit.centers, geometry, distances=distances)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -341,7 +345,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             if self.verbose:
                 print(f"Assigning all {n_samples} rows to the subset's centroids")
             fit = assign_every_row(Xt, on_subset, geometry, sw)
-        stats = self._statistics_of(plan, Xt, fit.labels, fit.centers, geometry)
+        stats = self._statistics_of(plan, Xt, fit, geometry)
         return fit.as_fit_result(shift, stats)
 
     def _fit_frame(self, X, sw_np, plan: FitPlan):
@@ -364,11 +368,11 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         pairwise: list = []  # each restart's final (n, K) distances, or None (see lloyd)
         runs = lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
                      desc=f"{type(self).__name__}.fit", pairwise=pairwise)
+        best = best_restart(runs, pairwise)
         if plan.refine is None:
-            return best_restart(runs)
-        return plan.refine(Xt, sw, best_restart(runs), geometry=geometry, tol=tol,
-                           generator=seeding.generators[0],
-                           distances=pairwise[best_index(runs.inertia)])
+            return best
+        return plan.refine(Xt, sw, best, geometry=geometry, tol=tol,
+                           generator=seeding.generators[0], distances=best.distances)
 
     def _fit_dask(self, X, sw_np, plan: FitPlan) -> FitResult:
         """Blockwise Lloyd passes over the validated dask X (:mod:`skxclust._dask_fit`):
@@ -460,7 +464,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             # the chunk's labels after the step: an assignment outside any run, as
             # predict's (a ST run continues warps and caps its first pass)
             after = geometry.assign(Xt, centers)
-            stats = plan.statistics.sums(Xt, after.labels, centers, geometry)
+            stats = plan.statistics.sums(Xt, after.labels, centers, geometry,
+                                         distances=after.pairwise)
         inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
         result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),
                            inertia, None, stats)

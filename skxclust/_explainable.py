@@ -42,9 +42,12 @@ from .nn.sparse import to_dense
 __all__ = ["ExplainableKMeans"]
 
 
-def evidence_sums(X, labels, centers, geometry) -> dict:
-    """Sum and count of the assigned evidence f_c(x) of the rows X (for beta="auto")."""
-    f = cluster_evidence(geometry.pairwise(X, centers)).gather(1, labels[:, None])
+def evidence_sums(X, labels, centers, geometry, distances=None) -> dict:
+    """Sum and count of the assigned evidence f_c(x) of the rows X (for beta="auto";
+    ``distances`` (n, K): ``geometry.pairwise(X, centers)`` where the fit has them)."""
+    if distances is None:
+        distances = geometry.pairwise(X, centers)
+    f = cluster_evidence(distances).gather(1, labels[:, None])
     return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
 
 
@@ -325,12 +328,10 @@ class ExplainableKMeans(BaseTorchKMeans):
             ``skxclust.nn.GammaRule(0.25)`` or your own object with a
             ``propagate(layer, a, relevance)`` method (see :mod:`skxclust.nn.rules`).
         reference : None or array-like of shape (n_features,), default=None
-            None: the midpoint rule. An input ``z``, e.g. the training mean: each root
-            point is ``z`` projected onto the pair's decision hyperplane, so a feature's
-            relevance is what setting it to ``z_i`` would take from the evidence (gradient
-            times ``x - z``) plus its share of the evidence ``z`` itself keeps; rows still
-            sum to ``f_c(x)``. Pass the value a pixel-flipping test removes features to.
-            Not with a ``feature_extractor`` (the reference would live in the embedding).
+            None: the midpoint rule. An input ``z`` (e.g. the training mean): root points
+            are ``z`` projected onto each decision hyperplane, relevance is gradient times
+            ``x - z`` plus a share of the evidence ``z`` keeps, rows still sum to ``f_c(x)``
+            (:mod:`skxclust.nn.reference_rule`). Not with a ``feature_extractor``.
         epsilon : float, default=1e-9
             Only with a ``feature_extractor``: stabiliser of the epsilon rule (of the first
             Linear/Conv layer, and of the rule given by name). An output that is zero to

@@ -168,6 +168,13 @@ class Geometry:
         Default: this geometry (nothing to reuse)."""
         return self
 
+    def grouped(self, row_groups: torch.Tensor, center_groups: torch.Tensor) -> Geometry | None:
+        """This geometry for independent groups: the rows (n,) of group ``g`` are compared
+        with the centroids (K,) of group ``g`` only (the others at an infinite distance),
+        so one Lloyd run over all the rows is one run per group, sharing every pass; None
+        (the default) where the groups are better run one by one."""
+        return None
+
     def restart_runs(self, centers: torch.Tensor) -> list[tuple[Geometry, torch.Tensor]]:
         """How the Lloyd loop runs the restarts ``centers`` (R, K, D): a list of
         ``(geometry, centers (R_i, K, D))``, one loop each, whose geometry takes the

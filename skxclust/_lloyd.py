@@ -74,6 +74,10 @@ class LloydFit(NamedTuple):
     inertia: float  # weighted sum of the distances for these labels and centroids
     centers: torch.Tensor  # (K, D)
     n_iter: int  # Lloyd iterations run (>= 1)
+    # (n, K): the distances of the rows to ``centers`` where the fit's final assignment
+    # computed them (``Assignment.pairwise``, what ``geometry.pairwise`` would return),
+    # else None
+    distances: torch.Tensor | None = None
 
     def as_fit_result(self, shift: torch.Tensor, stats: dict) -> FitResult:
         """The :class:`FitResult`: the centroids moved back to the input frame by
@@ -124,12 +128,13 @@ def best_index(inertia: torch.Tensor) -> int:
     return int(torch.nonzero(ties)[0, 0])
 
 
-def best_restart(runs: Restarts) -> LloydFit:
+def best_restart(runs: Restarts, pairwise: list | None = None) -> LloydFit:
     """The restart of a :func:`lloyd` result with the lowest inertia (the first of ties,
-    see :func:`best_index`; the only one of a single run)."""
+    see :func:`best_index`; the only one of a single run); with ``pairwise`` (what
+    :func:`lloyd` put there), its (n, K) distances too."""
     best = best_index(runs.inertia)
     return LloydFit(runs.labels[best], float(runs.inertia[best]), runs.centers[best],
-                    int(runs.n_iter[best]))
+                    int(runs.n_iter[best]), None if pairwise is None else pairwise[best])
 
 
 def assign_every_row(X: torch.Tensor, fit: LloydFit, geometry: Geometry,
@@ -143,7 +148,7 @@ def assign_every_row(X: torch.Tensor, fit: LloydFit, geometry: Geometry,
     with pass_threads(geometry.pass_work(X, fit.centers)):
         final = geometry.assign(X, fit.centers)
     inertia = final.distances.to(torch.float64) @ sample_weight.to(torch.float64)
-    return LloydFit(final.labels, float(inertia), fit.centers, fit.n_iter)
+    return LloydFit(final.labels, float(inertia), fit.centers, fit.n_iter, final.pairwise)
 
 
 def lloyd(

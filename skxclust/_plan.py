@@ -31,7 +31,7 @@ def fitted_beta(beta, stats: dict) -> float:
 
 
 def no_sums(X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor,
-            geometry: Geometry) -> dict:
+            geometry: Geometry, distances: torch.Tensor | None = None) -> dict:
     """The sums of an estimator that keeps no statistics: ``{}``."""
     return {}
 
@@ -52,10 +52,12 @@ class FitStatistics:
 
     Parameters
     ----------
-    sums : callable ``(X, labels, centers, geometry) -> dict``, default=no_sums
+    sums : callable ``(X, labels, centers, geometry, distances=None) -> dict``, \
+default=no_sums
         Sums over the rows of X (in the fit's frame, with their labels) that
         ``attributes`` needs; they add up over row blocks (the dask fit reduces them), so
-        sums and counts, not means.
+        sums and counts, not means. ``distances`` (n, K), where the fit has them, are
+        ``geometry.pairwise(X, centers)`` already computed (None: compute them).
     rows : callable ``n_samples -> ndarray or None``, default=all_rows
         The training rows ``sums`` reads after a fit (None: all rows).
     attributes : callable ``dict -> dict``, default=no_attributes

@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["average_sums", "farthest_for_empty", "relocate_empty", "relocate_in_sums"]
+__all__ = ["average_sums", "farthest_for_empty", "relocate_empty", "relocate_in_groups",
+           "relocate_in_sums"]
 
 
 def farthest_for_empty(distances: torch.Tensor, n_empty: int) -> torch.Tensor | None:
@@ -124,3 +125,30 @@ def relocate_empty(centers, weight, farthest_rows) -> None:
     for r in torch.nonzero((weight == 0).any(dim=1)).flatten().tolist():
         empty = torch.nonzero(weight[r] == 0).flatten()
         centers[r, empty] = farthest_rows(r, empty.numel()).to(centers.dtype)
+
+
+def relocate_in_groups(X, centers, weight, distances, row_groups, center_groups) -> None:
+    """:func:`relocate_empty` within groups: each empty centroid moves to the rows of its
+    own group farthest from their centroid (in a grouped run, see
+    :meth:`skxclust._warp_geometry.WarpGeometry.grouped`).
+
+    Parameters
+    ----------
+    X : Tensor of shape (n, D)
+    centers : Tensor of shape (R, K, D)
+        Updated in place.
+    weight : Tensor of shape (R, K)
+        Weight of each cluster; 0 marks an empty one.
+    distances : Tensor of shape (R, n)
+        Distance of every row to its centroid.
+    row_groups : LongTensor of shape (n,)
+    center_groups : LongTensor of shape (K,)
+    """
+    for r, k in torch.nonzero(weight == 0).tolist():
+        group = center_groups[k]
+        empty = torch.nonzero((weight[r] == 0) & (center_groups == group))[:, 0]
+        if int(empty[0]) != k:  # the group's empty centroids are moved at its first
+            continue
+        own = torch.nonzero(row_groups == group)[:, 0]
+        farthest = own[torch.argsort(distances[r, own], descending=True)[:empty.numel()]]
+        centers[r, empty[:farthest.numel()]] = X[farthest].to(centers.dtype)

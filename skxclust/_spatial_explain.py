@@ -56,10 +56,11 @@ def warp_statistics_rows(n_samples: int) -> np.ndarray:
     return np.unique(np.linspace(0, n_samples - 1, _BETA_SAMPLE).astype(np.int64))
 
 
-def warp_sums(X, labels, centers, geometry) -> dict:
+def warp_sums(X, labels, centers, geometry, distances=None) -> dict:
     """Sums over the rows of their assigned evidence ``f_c(x)`` and their nearest warped
-    energy, from the same warp fits as ``predict``."""
-    losses = geometry.pairwise(X, centers)
+    energy, from the same warp fits as ``predict`` (``distances`` (n, K): those fits'
+    distances where the fit has them, else aligned here)."""
+    losses = geometry.pairwise(X, centers) if distances is None else distances
     nearest = losses.min(dim=1).values.to(torch.float64)
     evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
     return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()),

@@ -59,12 +59,14 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
     """Gain of splitting each cluster in two, and the two centroids of each split.
 
     The random subsets and the 2-means seeds are drawn cluster after cluster (the
-    generator is consumed in a fixed order); the two-cluster warped fits then run
-    concurrently (:func:`skxclust._threads.map_jobs`: one per Python thread of
+    generator is consumed in a fixed order); the two-cluster warped fits then run as one
+    grouped Lloyd run where the geometry has a grouped form (1-D signals, see
+    :func:`_grouped_two_means`: their fits are small, and one call for all the clusters
+    costs about what one call per cluster costs), else concurrently
+    (:func:`skxclust._threads.map_jobs`: one per Python thread of
     ``torch.get_num_threads()`` on the CPU, each fit single-threaded): a fit of
     ``_SPLIT_ROWS`` rows is one chunk, which would otherwise leave all but one core idle.
-    Each fit is what it would be on its own, so the gains do not depend on the thread
-    count.
+    Either way the gains do not depend on the thread count.
     """
     n_clusters = int(labels.max()) + 1 if labels.numel() else 0
     gains = torch.full((n_clusters,), -torch.inf, dtype=torch.float64)
@@ -85,14 +87,49 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
         jobs.append((c, members, Xc, wc, share, seeds))
 
     def two_means(job):
-        c, members, Xc, wc, share, seeds = job
+        _, _, Xc, wc, _, seeds = job
         two = best_restart(lloyd(Xc, seeds[None], geometry, wc, max_iter=2, tol=0.0))
-        before = float((nearest[members].to(torch.float64) * wc.to(torch.float64)).sum())
-        return c, share * (before - two.inertia), two.centers
+        return two.inertia, two.centers
 
-    for c, gain, centers in map_jobs(two_means, jobs, X.device, name="skxclust-split"):
-        gains[c], halves[c] = gain, centers
+    fits = _grouped_two_means(jobs, geometry)
+    if fits is None:
+        fits = map_jobs(two_means, jobs, X.device, name="skxclust-split")
+    for (c, members, _, wc, share, _), (inertia, centers) in zip(jobs, fits):
+        before = float((nearest[members].to(torch.float64) * wc.to(torch.float64)).sum())
+        gains[c], halves[c] = share * (before - inertia), centers
     return gains, halves
+
+
+def _grouped_two_means(jobs, geometry) -> list | None:
+    """The two-cluster fits of the split candidates ``jobs`` (of :func:`_split_gains`) as
+    one Lloyd run over all their rows in the geometry's grouped form (each candidate's rows
+    meet its own two centroids only, see ``WarpGeometry.grouped``): ``(inertia, centers
+    (2, D))`` per job, or None where the geometry has no grouped form or one job is all.
+
+    The run stops when no label of any group changes (a group whose labels repeat takes
+    the run's other iterations too); each group's inertia is that of its rows in the
+    run's final, fresh, assignment, as its own run's would be.
+    """
+    if len(jobs) < 2:
+        return None
+    rows = torch.cat([job[2] for job in jobs])
+    device = rows.device
+    row_groups = torch.cat([torch.full((job[2].shape[0],), j, dtype=torch.long, device=device)
+                            for j, job in enumerate(jobs)])
+    grouped = geometry.grouped(row_groups,
+                               torch.arange(len(jobs), device=device).repeat_interleave(2))
+    if grouped is None:
+        return None
+    weight = torch.cat([job[3] for job in jobs])
+    seeds = torch.cat([job[5] for job in jobs])  # (2 * n_jobs, D), two per group
+    pairwise: list = []
+    fit = best_restart(lloyd(rows, seeds[None], grouped, weight, max_iter=2, tol=0.0,
+                             pairwise=pairwise), pairwise)
+    assert fit.distances is not None  # a warp assignment carries its (n, K) distances
+    own = fit.distances.gather(1, fit.labels[:, None])[:, 0].to(torch.float64)
+    inertia = torch.zeros(len(jobs), dtype=torch.float64, device=device).index_add_(
+        0, row_groups, own * weight.to(torch.float64))
+    return [(float(inertia[j]), fit.centers[2 * j:2 * j + 2]) for j in range(len(jobs))]
 
 
 def _to_halves(X, distances, split: int, halves, geometry) -> torch.Tensor:
@@ -139,7 +176,9 @@ class SplitMerge:
         tolerance (already scaled), ``generator`` seeds the 2-means splits; ``distances``
         (n, K) are those of the rows to the centroids of ``fit`` where the Lloyd loop has
         them (``pairwise`` of :func:`skxclust._lloyd.lloyd`), None: computed here.
-        Returns the fit after the kept moves, its ``n_iter`` adding their iterations.
+        Returns the fit after the kept moves, its ``n_iter`` adding their iterations,
+        with its (n, K) ``distances`` (those computed for the moves; None where the
+        geometry's assignments do not carry them and no move was estimated).
         """
         n_clusters = fit.centers.shape[0]
         for move in range(self.max_moves):
@@ -188,4 +227,4 @@ class SplitMerge:
                 break
             fit = moved._replace(n_iter=fit.n_iter + moved.n_iter)
             distances = pairwise[0]
-        return fit
+        return fit._replace(distances=distances)

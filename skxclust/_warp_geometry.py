@@ -9,13 +9,14 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass
 
 import torch
 
 from ._geometry import Assignment, Geometry
+from ._pair_fit import PairFit
 from ._progress import track
-from ._threads import Work, map_jobs
+from ._relocation import relocate_in_groups
+from ._threads import SIGNAL_CHUNK_SCALE, Work, map_jobs
 from .nn.appearance import Appearance, intensity_rows, warp_channels
 from .nn.centroid_update import (
     adjoint_sums,
@@ -49,29 +50,6 @@ __all__ = ["FIRST_PASS_CANDIDATES", "PairFit", "WarpGeometry"]
 FIRST_PASS_CANDIDATES = 3
 
 
-@dataclass(frozen=True)
-class PairFit:
-    """What an assignment fitted for each row and its centroid (the ``state`` of a warp
-    :class:`~skxclust._geometry.Assignment`): the warp, and with an appearance
-    transformation its coefficients and offset (None without; see
-    :class:`~skxclust.nn.appearance.Appearance`)."""
-
-    warps: torch.Tensor  # (n, n_basis, ndim)
-    coef: torch.Tensor | None = None  # (n, C): the gain, then the other channels'
-    offset: torch.Tensor | None = None  # (n,)
-
-    def __getitem__(self, rows) -> PairFit:
-        return PairFit(self.warps[rows], *(None if t is None else t[rows]
-                                           for t in (self.coef, self.offset)))
-
-    @staticmethod
-    def concat(fits: list[PairFit]) -> PairFit:
-        """The fits of consecutive row chunks as one."""
-        coef, offset = ([getattr(f, name) for f in fits] for name in ("coef", "offset"))
-        return PairFit(torch.cat([f.warps for f in fits]),
-                       *(None if p[0] is None else torch.cat(p) for p in (coef, offset)))
-
-
 class WarpGeometry(Geometry):
     """Distances and centroid updates of ST K-means, for :func:`skxclust._lloyd.lloyd`.
 
@@ -102,6 +80,7 @@ class WarpGeometry(Geometry):
                  warp_dtype=None, n_clusters=None, appearance=None, appearance_penalty=1.0,
                  verbose=0):
         self.image_shape = image_shape
+        self.signal = min(image_shape) == 1  # a 1-D signal, warped along its one axis
         self.n_landmarks = n_landmarks
         self.transform = transform
         self.n_steps = n_steps
@@ -117,17 +96,18 @@ class WarpGeometry(Geometry):
         self.screen_ratio = screen_ratio
         self.coarse_steps = coarse_steps
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
-        # None: no appearance transformation; else its kind ("intensity", ...), fitted for
-        # every pair with this penalty (skxclust.nn.appearance.Appearance)
+        # None, or the appearance transformation fitted for every pair (nn/appearance.py)
         self.appearance = None if appearance is None else Appearance(appearance,
                                                                      appearance_penalty)
         self.verbose = verbose
         self._models: dict = {}
         # None outside a Lloyd run; within one (for_rows): "warps", those of every pair of
         # the last pass, (n, K, n_basis, ndim) (None before the first), and "as_predicted",
-        # whether that pass fitted as predict does (False: it continued from the pass
-        # before, or it was a first pass capped at FIRST_PASS_CANDIDATES)
+        # whether that pass fitted as predict does (not continued, nor capped)
         self.lloyd_run: dict | None = None
+        # in a grouped run (grouped()): the groups of the rows (n,) and centroids (K,), and
+        # the most centroids in a group; None otherwise
+        self.groups: tuple[torch.Tensor, torch.Tensor, int] | None = None
 
     @property
     def warm_steps(self) -> int:
@@ -141,9 +121,8 @@ class WarpGeometry(Geometry):
         shape = tuple(self.image_shape) if shape is None else shape
         key = (X.dtype, X.device, shape)
         if key not in self._models:
-            self._models[key] = make_warp_model(
-                shape, self.n_landmarks, self.transform, X.dtype, X.device
-            )
+            self._models[key] = make_warp_model(shape, self.n_landmarks, self.transform,
+                                                X.dtype, X.device)
         return self._models[key]
 
     def coarse_model(self, X: torch.Tensor):
@@ -164,7 +143,8 @@ class WarpGeometry(Geometry):
         self._models = cache
 
     def pair_warps(self, X: torch.Tensor, centers: torch.Tensor,
-                   start: torch.Tensor | None = None, cap: int | None = None):
+                   start: torch.Tensor | None = None, cap: int | None = None,
+                   allowed: torch.Tensor | None = None):
         """The regularised warp fits of the rows of one chunk to every centroid.
 
         Screened as :meth:`assign` screens (``screen_ratio``, ``n_candidates``), so the
@@ -182,6 +162,8 @@ class WarpGeometry(Geometry):
         cap : int, optional
             At most this many candidates per row, besides ``n_candidates`` (the first
             pass of a Lloyd run, see :data:`FIRST_PASS_CANDIDATES`).
+        allowed : BoolTensor of shape (B, K), optional
+            Only these pairs are fitted, the others are at an infinite distance.
 
         Returns
         -------
@@ -209,21 +191,19 @@ class WarpGeometry(Geometry):
                 screen_steps=self.screen_steps, damping=1e-4 / self.learning_rate,
                 coarse=self.coarse_model(Xs), coarse_steps=self.coarse_steps or 0,
                 appearance=self.appearance, shift_search=True,  # 1-D only (nn/shift_search)
-            )
+                allowed=allowed)
         else:
             energies, warps = refit_warps(
                 Xs, Cs, self.model(Xs), start, penalty=penalty,
                 bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
                 n_steps=self.warm_steps, n_candidates=n_candidates,
                 screen_ratio=self.screen_ratio, damping=1e-4 / self.learning_rate,
-                appearance=self.appearance,
-            )
-        if solve == X.dtype:
-            return energies, warps
-        # the distances of the fitted warps, evaluated in the dtype of X
-        warps = warps.to(X.dtype)
-        return warp_energy(X, centers, self.model(X), warps, contrast, self.warp_penalty,
-                           self.affine_penalty, self.appearance), warps
+                appearance=self.appearance, allowed=allowed)
+        if solve != X.dtype:  # the distances of the fitted warps, in the dtype of X
+            warps = warps.to(X.dtype)
+            energies = warp_energy(X, centers, self.model(X), warps, contrast,
+                                   self.warp_penalty, self.affine_penalty, self.appearance)
+        return energies if allowed is None else energies.masked_fill(~allowed, torch.inf), warps
 
     def effective_centroids(self, X: torch.Tensor, centers: torch.Tensor,
                             warps: torch.Tensor) -> torch.Tensor:
@@ -264,8 +244,7 @@ class WarpGeometry(Geometry):
         return intensity_rows(X, fit.coef[:, 0], offset, sample_weight)
 
     def pass_work(self, X: torch.Tensor, centers: torch.Tensor) -> Work:
-        """The (row, centroid, pixel) terms of one chunk of a pass of X against
-        ``centers`` (K, D) or (R, K, D) (see :meth:`map_chunks`)."""
+        """(row, centroid, pixel) terms of a chunk of a pass (K, D or R, K, D centers)."""
         return self._chunk_work(X, centers.shape[-2])
 
     def _chunk_work(self, X: torch.Tensor, n_centers: int) -> Work:
@@ -274,19 +253,22 @@ class WarpGeometry(Geometry):
 
     def _chunk_rows(self, n_centers: int | None) -> int:
         """Rows per chunk: ``batch_size * n_clusters`` pairs (see :meth:`map_chunks`)."""
+        rows = self.batch_size * (SIGNAL_CHUNK_SCALE if self.signal else 1)
         if n_centers is None or self.n_clusters is None:
-            return self.batch_size
-        return max(1, self.batch_size * self.n_clusters // max(n_centers, 1))
+            return rows
+        if self.groups is not None:  # a row meets its group's centroids only
+            n_centers = min(n_centers, self.groups[2])
+        return max(1, rows * self.n_clusters // max(n_centers, 1))
 
     def map_chunks(self, fn, X: torch.Tensor, *, desc: str, n_centers: int | None = None
                    ) -> list:
         """``[fn(rows) for rows in chunks]``, the chunks of rows spread over threads.
 
-        A chunk holds ``batch_size`` rows when the rows are fitted against ``n_clusters``
-        centroids, and as many more or fewer as keeps ``rows * n_centers`` at ``batch_size
-        * n_clusters`` pairs (memory stays O(batch_size * n_clusters * P); the two-centroid
-        fits of the split–merge moves then share the fixed cost of a call among 5x more
-        rows). Without ``n_centers``: ``batch_size`` rows.
+        A chunk holds ``batch_size`` rows (1-D signals: ``SIGNAL_CHUNK_SCALE`` times that,
+        see :mod:`skxclust._threads`) when the rows are fitted against ``n_clusters``
+        centroids, as many more or fewer as keeps ``rows * n_centers`` pairs (memory stays
+        O(batch_size * n_clusters * P); the split–merge moves' two-centroid fits then share
+        the fixed cost of a call among 5x more rows), and as many without ``n_centers``.
 
         The chunks are independent jobs of :func:`skxclust._threads.map_jobs`: on the CPU
         they run in ``torch.get_num_threads()`` Python threads, each chunk on one torch
@@ -325,9 +307,8 @@ class WarpGeometry(Geometry):
         """This geometry for the passes of one Lloyd run over the rows X, and no others.
 
         Its first :meth:`assign` fits afresh (at most :data:`FIRST_PASS_CANDIDATES`
-        candidates per row); each later one
-        continues every (row,
-        centroid) pair from the warp of the previous pass (:attr:`warm_steps` steps, see
+        candidates per row); each later one continues every (row, centroid) pair from the
+        warp of the previous pass (:attr:`warm_steps` steps, see
         :func:`~skxclust.nn.warp_refit.refit_warps`), which costs about a sixth of a fresh
         pass; it keeps those warps, (n, K, n_basis, ndim), between passes. Its
         :meth:`refine` then assigns afresh. The warp models are shared with this geometry.
@@ -335,6 +316,23 @@ class WarpGeometry(Geometry):
         run = copy.copy(self)  # shares the model cache (read-only models)
         run.lloyd_run = {"warps": None, "as_predicted": True}
         return run
+
+    def grouped(self, row_groups: torch.Tensor,
+                center_groups: torch.Tensor) -> WarpGeometry | None:
+        """This geometry for groups of rows (n,) and centroids (K,) fitted in shared chunks,
+        a row to its group's centroids only (a Lloyd run is one run per group). 1-D signals
+        only (else None): their small per-group fits cost what a call costs, not images'."""
+        if not self.signal:
+            return None
+        grouped = copy.copy(self)
+        grouped.groups = (row_groups, center_groups, int(torch.bincount(center_groups).max()))
+        return grouped
+
+    def relocate(self, X, centers, weight, assignment) -> None:
+        """:meth:`Geometry.relocate`; in a grouped run within each group."""
+        if self.groups is None:
+            return super().relocate(X, centers, weight, assignment)
+        relocate_in_groups(X, centers, weight, assignment.distances, *self.groups[:2])
 
     def refine(self, X: torch.Tensor, centers: torch.Tensor,
                assignment: Assignment) -> Assignment:
@@ -376,8 +374,10 @@ class WarpGeometry(Geometry):
             kept = X.new_empty(n, n_centers, model.n_basis, model.ndim)
 
         def chunk(rows):  # each chunk writes its own rows and returns its warps
-            losses, warps = self.pair_warps(X[rows], centers,
-                                            None if start is None else start[rows], cap)
+            allowed = None if self.groups is None else (
+                self.groups[0][rows, None] == self.groups[1][None])
+            losses, warps = self.pair_warps(
+                X[rows], centers, None if start is None else start[rows], cap, allowed)
             distances[rows] = losses
             dists[rows], labels[rows] = losses.min(dim=1)
             if kept is not None:
@@ -394,10 +394,10 @@ class WarpGeometry(Geometry):
         state = PairFit.concat(fits) if fits else PairFit(
             X.new_empty(0, model.n_basis, model.ndim))
         if self.verbose >= 2:
-            print(f"  aligned {n} samples x {centers.shape[0]} centroids "
-                  f"in {time.perf_counter() - t0:.1f}s")
-        # the (n, K) distances go along: what pairwise() of the same rows and centroids
-        # returns, so the split-merge moves after a fit need not align again
+            print(f"  aligned {n} samples x {n_centers} centroids in "
+                  f"{time.perf_counter() - t0:.1f}s")
+        # the (n, K) distances go along (pairwise() of these rows and centroids): the
+        # split-merge moves and the statistics after a fit need not align again
         return Assignment(labels, dists, state, distances)
 
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,

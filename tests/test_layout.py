@@ -314,7 +314,7 @@ def test_a_geometry_written_against_the_contract_runs_every_fit():
     scale = torch.tensor([1.0, 2.0, 0.5, 1.0], dtype=X.dtype)
     geometry = ScaledGeometry(scale)
     init = X[[0, 1, 2]].clone()
-    labels, inertia, centers, _ = best_restart(lloyd(X, init[None], geometry, sw,
+    labels, inertia, centers, *_ = best_restart(lloyd(X, init[None], geometry, sw,
                                                      max_iter=20, tol=0.0))
     assert float(inertia) == pytest.approx(float(geometry.assign(X, centers).distances.sum()))
     # one mini-batch step on all rows from the converged centroids keeps them
@@ -344,7 +344,7 @@ def test_fit_blockwise_takes_arrays_and_callables_not_an_estimator():
     Xt = torch.from_numpy(X)
     mean = Xt.mean(dim=0)
     seeds = torch.from_numpy(init)[None] - mean
-    labels, _, centers, _ = best_restart(lloyd(Xt - mean, seeds, EuclideanGeometry(),
+    labels, _, centers, *_ = best_restart(lloyd(Xt - mean, seeds, EuclideanGeometry(),
                                                torch.from_numpy(sw), 50, 0.0))
     np.testing.assert_array_equal(result.labels, labels.numpy())
     np.testing.assert_allclose(result.centers, (centers + mean).numpy(), rtol=1e-12)

@@ -60,7 +60,7 @@ def test_batched_restarts_match_one_run_at_a_time(digits_t, weighted, batch_size
     runs = lloyd(digits_t, inits, geometry, sw, 100, 1e-6)
     labels, inertia, centers, n_iter = runs
     for r in range(inits.shape[0]):
-        lab, ine, cen, it = best_restart(lloyd(digits_t, inits[r][None],
+        lab, ine, cen, it, *_ = best_restart(lloyd(digits_t, inits[r][None],
                                                EuclideanGeometry(batch_size), sw, 100, 1e-6))
         assert torch.equal(labels[r], lab)
         assert int(n_iter[r]) == it

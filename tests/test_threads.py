@@ -201,7 +201,7 @@ def _split_gains_one_after_the_other(monkeypatch):
             share = total / float(weight[members].to(torch.float64).sum())
             seeds, _ = seed_centers(X[members], 2, weight[members], generator)
             with torch_threads(1):
-                _, inertia, centers, _ = _lloyd.best_restart(_lloyd.lloyd(
+                _, inertia, centers, *_ = _lloyd.best_restart(_lloyd.lloyd(
                     X[members], seeds[None], geometry, weight[members], max_iter=2, tol=0.0))
             before = float((nearest[members].to(torch.float64) * weight[members]).sum())
             gains[c], halves[c] = share * (before - float(inertia)), centers

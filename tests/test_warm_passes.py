@@ -6,6 +6,7 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
+import skxclust._spatial_explain as spatial_explain
 import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
 from skxclust._warp_geometry import FIRST_PASS_CANDIDATES
@@ -204,10 +205,46 @@ def test_a_fit_continues_its_lloyd_passes(monkeypatch):
                              init=X[[0, 40, 80, 120]], appearance="none",
                              random_state=0).fit(X)
     # 3 Lloyd iterations: 3 continued passes of 3 chunks of 64 rows; from the identity the
-    # first pass, the final assignment and the statistics of beta_ (3 chunks each) (with
-    # the warp alone: with the default intensity transform this fit's labels repeat after
-    # one iteration)
-    assert calls == {"continued": 9, "fresh": 9}
+    # first pass and the final assignment (3 chunks each), whose distances the statistics
+    # of beta_ reuse (with the warp alone: with the default intensity transform this
+    # fit's labels repeat after one iteration)
+    assert calls == {"continued": 9, "fresh": 6}
+
+
+def reused_distances(monkeypatch):
+    """Record whether the statistics of beta_ and noise_variance_ are given distances,
+    and check that those are what a fresh alignment of their rows gives, bit for bit."""
+    given = []
+    sums = spatial_explain.warp_sums
+
+    def checking(X, labels, centers, geometry, distances=None):
+        given.append(distances is not None)
+        if distances is not None:
+            torch.testing.assert_close(distances, geometry.pairwise(X, centers),
+                                       rtol=0, atol=0)
+        return sums(X, labels, centers, geometry, distances)
+
+    monkeypatch.setattr(spatial_explain, "warp_sums", checking)
+    return given
+
+
+@pytest.mark.parametrize("moves", [0, 2])
+@pytest.mark.parametrize("shape", [(8, 8), (1, 64)])
+def test_the_statistics_reuse_the_final_distances_of_a_fit(monkeypatch, moves, shape):
+    X = load_digits().data[:90]
+    given = reused_distances(monkeypatch)
+    # (seed 1: with moves, one is kept on either shape, so the distances come from the
+    # Lloyd run after it)
+    st = SpatialTransformerKMeans(4, n_landmarks=9, max_iter=3, split_merge_moves=moves,
+                                  image_shape=shape, random_state=1).fit(X)
+    assert given == [True]
+    st.partial_fit(X[:40])  # its step's assignment is fresh too
+    assert given == [True, True]
+    # above the 512 statistics rows, the subset is aligned on its own
+    SpatialTransformerKMeans(2, n_landmarks=4, n_steps=1, affine_steps=0, max_iter=1,
+                             split_merge_moves=0, random_state=0).fit(
+        np.tile(X[:60], (9, 1)))
+    assert given == [True, True, False]
 
 
 @pytest.mark.parametrize("moves", [0, 2])

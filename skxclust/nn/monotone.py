@@ -132,9 +132,7 @@ def monotone_steps(model: WarpModel, flat: torch.Tensor, step: torch.Tensor,
         return step
     slope = (step_size + flat.to(basis.dtype) @ basis.T) / step_size  # (N, n - 1)
     change = step.to(basis.dtype) @ basis.T / step_size
-    falling = change < 0
-    room = torch.where(falling, (slope - min_slope).clamp_min(0)
-                       / (-change).where(falling, torch.ones_like(change)),
-                       torch.full_like(change, float("inf")))
-    scale = (keep * room.amin(-1)).clamp(max=1.0)
+    # the room left to the boundary along each falling slope (the others: unbounded)
+    room = (slope - min_slope).clamp_min(0) / -change
+    scale = (keep * room.masked_fill(change >= 0, float("inf")).amin(-1)).clamp(max=1.0)
     return step * scale.to(step.dtype)[:, None]

@@ -204,8 +204,7 @@ class PairBatch:
         res = residual.reshape(n_pairs, 1, -1)
         grad = ((slope * res).reshape(n_pairs * ndim, -1) @ coords.basis).reshape(
             n_pairs, ndim, size).transpose(1, 2).reshape(n_pairs, size * ndim)
-        _, gv = _quadratic(flat, self.gram)
-        penalty, pen_hess = self.weight[:, None] * gv, self.gram
+        penalty, pen_hess = self.weight[:, None] * (flat @ self.gram), self.gram
         if coords.lift is not None:
             penalty = penalty @ coords.lift
             pen_hess = coords.lift.T @ pen_hess @ coords.lift

@@ -18,7 +18,7 @@ import torch
 
 from ._checks import check_pair_args, check_warp_args
 from .appearance import Appearance
-from .warp_solver import PairLevel, screen_pairs, screening
+from .warp_solver import PairLevel, allowed_pairs, restricted, screen_pairs, screening
 from .warps import WarpModel
 
 __all__ = ["refit_warps"]
@@ -38,6 +38,7 @@ def refit_warps(
     screen_ratio: float | None = None,
     damping: float = 1e-2,
     appearance: Appearance | None = None,
+    allowed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The regularised warp of every centroid onto every sample, from the warps ``start``.
 
@@ -69,6 +70,9 @@ def refit_warps(
         Initial Levenberg–Marquardt damping of every pair.
     appearance : Appearance, optional
         Gain and offset per pair (see :func:`~skxclust.nn.warp_solver.fit_warps`).
+    allowed : BoolTensor of shape (B, K), optional
+        Only these pairs are fitted; the others get an infinite energy (see
+        :func:`~skxclust.nn.warp_solver.fit_warps`).
 
     Returns
     -------
@@ -102,12 +106,14 @@ def refit_warps(
     n_samples, n_clusters = samples.shape[0], centroids.shape[0]
     flat = start.detach().to(level.samples.dtype).transpose(0, 1).reshape(
         n_clusters * n_samples, model.n_params)
-    energy = level.energy(flat)
+    candidates = allowed_pairs(allowed)
+    energy = level.updated_energy(flat, candidates, None if candidates is None else
+                                  flat.new_full((flat.shape[0],), torch.inf))
     if n_steps > 0:
-        rows = None
+        rows = candidates
         if screening(n_candidates, screen_ratio, n_clusters):
-            rows = screen_pairs(energy.reshape(n_clusters, n_samples), n_candidates,
-                                screen_ratio)
+            rows = restricted(energy, screen_pairs(energy.reshape(n_clusters, n_samples),
+                                                   n_candidates, screen_ratio), candidates)
         damp = flat.new_full((flat.shape[0],), float(damping))
         energy, flat, _ = level.steps(flat, damp, n_steps, rows, energy)
     return level.per_sample(energy, flat)

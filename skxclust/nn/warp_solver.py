@@ -54,7 +54,8 @@ from .pyramid import downsample_images
 from .shift_search import shift_start
 from .warps import WarpModel
 
-__all__ = ["PairLevel", "fit_warps", "levenberg_marquardt", "screen_pairs", "screening"]
+__all__ = ["PairLevel", "allowed_pairs", "fit_warps", "levenberg_marquardt", "restricted",
+           "screen_pairs", "screening"]
 
 
 def _damped_steps(hess, grad, damping):
@@ -181,6 +182,17 @@ class PairLevel:
         ``rows`` at ``flat[rows]``."""
         return self.pairs(rows).energy(flat if rows is None else flat[rows])[0]
 
+    def updated_energy(self, flat: torch.Tensor, rows: torch.Tensor | None,
+                       energy: torch.Tensor | None) -> torch.Tensor:
+        """The energies (K * B,) at the warps ``flat`` of every pair (``rows`` None) or of
+        the pairs ``rows``, the others keeping theirs in ``energy``."""
+        if rows is None:
+            return self.energy(flat)
+        assert energy is not None  # the energies of the pairs left out
+        energy = energy.clone()
+        energy[rows] = self.energy(flat, rows)
+        return energy
+
     def steps(self, flat: torch.Tensor, damping: torch.Tensor, n_steps: int,
               rows: torch.Tensor | None = None, energy: torch.Tensor | None = None,
               affine: bool = False):
@@ -229,6 +241,25 @@ def screen_pairs(energy: torch.Tensor, n_candidates: int | None,
     return torch.nonzero(keep.reshape(-1))[:, 0]
 
 
+def allowed_pairs(allowed: torch.Tensor | None) -> torch.Tensor | None:
+    """Rows (image-major, into the K * B pairs) of the pairs a fit may fit: those where
+    ``allowed`` (B, K) is True; None (every pair) without ``allowed``."""
+    return None if allowed is None else torch.nonzero(allowed.T.reshape(-1))[:, 0]
+
+
+def restricted(energy: torch.Tensor, rows: torch.Tensor | None,
+               allowed_rows: torch.Tensor | None) -> torch.Tensor | None:
+    """The pairs ``rows`` (None: every pair) that are among ``allowed_rows`` (None: every
+    pair), for ``energy`` (K * B,) of every pair."""
+    if allowed_rows is None:
+        return rows
+    if rows is None:
+        return allowed_rows
+    keep = torch.zeros_like(energy, dtype=torch.bool)
+    keep[rows] = True
+    return allowed_rows[keep[allowed_rows]]
+
+
 def screening(n_candidates: int | None, screen_ratio: float | None, n_clusters: int) -> bool:
     """Whether :func:`screen_pairs` can drop a pair by its rules: a ratio, or a cap on the
     candidates below the number of centroids ``n_clusters``."""
@@ -261,6 +292,7 @@ def fit_warps(
     coarse_steps: int = 0,
     appearance: Appearance | None = None,
     shift_search: bool = False,
+    allowed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The regularised warp of every centroid onto every sample of a chunk.
 
@@ -312,6 +344,9 @@ def fit_warps(
         (:func:`~skxclust.nn.shift_search.shift_start`, the global minimum of the
         penalised energy over the translations; with ``appearance``, of the energy
         without the appearance coefficients) instead of the identity.
+    allowed : BoolTensor of shape (B, K), optional
+        Only these pairs are fitted (every step, the screening among them); the others
+        get an infinite energy (and an unfitted warp). None: every pair.
 
     Returns
     -------
@@ -348,12 +383,18 @@ def fit_warps(
         flat = shift_start(fine.samples, fine.images[:, 0].reshape(n_images, -1), model,
                            penalty=fine.weight.reshape(n_images, -1)[0], gram=fine.gram)
     damp = flat.new_full((n_pairs,), float(damping))  # per pair
+    # the pairs fitted before any screening (None: all), and their energy (the others'
+    # stays infinite)
+    candidates = allowed_pairs(allowed)
+    energy = None if candidates is None else flat.new_full((n_pairs,), torch.inf)
     if first_level.affine is not None and affine_steps > 0 and n_steps > 0:
-        _, flat, damp = first_level.steps(flat, damp, affine_steps, affine=True)
+        _, flat, damp = first_level.steps(flat, damp, affine_steps, candidates, energy,
+                                          affine=True)
     n_clusters = centroids.shape[0]
     screen_at = screen_steps if (screening(n_candidates, screen_ratio, n_clusters)
                                  and 0 <= screen_steps < n_steps) else None
-    energy, rows = None, None  # energy of every pair; the candidates once screened
+    rows = candidates  # the pairs fitted: the candidates, then the screened ones
+    screened = False
     coarse_energy = coarse_candidates = False  # those energies are coarse-level ones
     for first, last, on_coarse in _schedule(n_steps, switch, screen_at):
         level = low if on_coarse else fine
@@ -361,19 +402,24 @@ def fit_warps(
             # screened on full-resolution energies: on 600 MNIST rows the coarse-level
             # ones dropped the final centroid of 0.3 % of the samples, these of none
             if energy is None or coarse_energy:
-                energy, coarse_energy = fine.energy(flat), False
-            rows = screen_pairs(energy.reshape(n_clusters, -1), n_candidates, screen_ratio)
+                energy, coarse_energy = fine.updated_energy(flat, candidates, energy), False
+            rows = restricted(energy, screen_pairs(energy.reshape(n_clusters, -1),
+                                                   n_candidates, screen_ratio), candidates)
+            screened = True
         energy, flat, damp = level.steps(flat, damp, last - first, rows, energy)
-        if rows is None:
-            coarse_energy = on_coarse
-        else:
+        if screened:
             coarse_candidates = on_coarse
-    if energy is None:  # no step at all: the identity
-        energy = fine.energy(flat)
+        else:
+            coarse_energy = on_coarse
+    if n_steps == 0:  # no step at all: the identity
+        energy = fine.updated_energy(flat, candidates, energy)
+    assert energy is not None  # set by the steps, or just above without any
     # pairs whose last energy is a coarse-level one get their full-resolution energy
     redo = torch.full_like(energy, coarse_energy, dtype=torch.bool)
-    if rows is not None:
+    if screened:
         redo[rows] = coarse_candidates
+    if candidates is not None:
+        redo &= torch.isfinite(energy)
     redo = torch.nonzero(redo)[:, 0]
     if redo.numel():
         energy = energy.clone()
