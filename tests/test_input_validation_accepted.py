@@ -162,8 +162,10 @@ def test_extreme_but_representable_scales_give_the_unscaled_labels_and_conserve(
     ("explainable", 1e150, {}, 1e-9), ("explainable", 1e-150, {}, 1e-9),
     ("spatial", 1e150, {"warp_dtype": "float64"}, 1e-9),
     ("spatial", 1e-150, {"warp_dtype": "float64"}, 1e-9),
-    # the default float32 warp fits round the rescaled images differently (measured 5e-7)
-    ("spatial", 1e150, {}, 1e-5), ("spatial", 1e-150, {}, 1e-5),
+    # the default float32 warp fits round the rescaled images differently: the centroids
+    # agree to 3e-16, the final distances (inertia) to 1.2e-5 (5e-7 before the warp-only
+    # merge init took another path to the same centroids)
+    ("spatial", 1e150, {}, 5e-5), ("spatial", 1e-150, {}, 5e-5),
 ])
 def test_float64_extreme_scales_give_the_scaled_unscaled_fit(estimator, scale, params, rtol):
     """Distances are homogeneous of degree 2 in the data (ST's warp penalty is scaled by the
