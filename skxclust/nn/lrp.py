@@ -320,6 +320,24 @@ def projection_term(x: torch.Tensor, centers: torch.Tensor, target: torch.Tensor
     return 4.0 * (g_sum * mu_c * mu_c - 2.0 * mu_c * g_mu + g_mu_sq) + even
 
 
+def centroid_scores(x: torch.Tensor, centers: torch.Tensor,
+                    offset: torch.Tensor | None = None,
+                    sq_norms: torch.Tensor | None = None) -> torch.Tensor:
+    """``g_k = 2 x.mu_k - ||mu_k||^2 - offset_k = ||x||^2 - d_k``, shape (B, K).
+
+    ``h_ck = g_c - g_k`` is then the linear form of the neuralized layer itself, so that
+    the root-point rules conserve to rounding (no ``||x||^2`` cancellation). ``centers``
+    (K, D) or (B, K, D); ``sq_norms``: ``||mu_k||^2`` of shared centroids, when known.
+    """
+    if centers.dim() == 2:
+        if sq_norms is None:
+            sq_norms = (centers * centers).sum(dim=1)
+        g = torch.addmm(sq_norms, x, centers.T, beta=-1.0, alpha=2.0)
+    else:
+        g = 2.0 * torch.einsum("bd,bkd->bk", x, centers) - (centers * centers).sum(dim=-1)
+    return g if offset is None else g - offset
+
+
 def neon_relevance(
     x: torch.Tensor,
     centers: torch.Tensor,
@@ -375,17 +393,8 @@ def neon_relevance(
     if offset is not None:
         check_shape(offset, "offset", "(B, K)", B=(x.shape[0], "x.shape[0]"),
                     K=(centers.shape[-2], "centers.shape[-2]"))
-    # h_ck = 2 x.(mu_c - mu_k) - (||mu_c||^2 - ||mu_k||^2): the linear form itself, so
-    # that the midpoint rule conserves to rounding (no ||x||^2 cancellation).
-    if centers.dim() == 2:
-        sq_norms = (centers * centers).sum(dim=1) if basis is None else \
-            -basis[:, centers.shape[1]:].sum(dim=1)
-        g = torch.addmm(sq_norms, x, centers.T, beta=-1.0, alpha=2.0)
-    else:
-        g = 2.0 * torch.einsum("bd,bkd->bk", x, centers) - (centers * centers).sum(dim=-1)
-    # g_k = 2 x.mu_k - ||mu_k||^2 = ||x||^2 - d_k, so h_ck = g_c - g_k.
-    if offset is not None:
-        g = g - offset
+    sq_norms = None if basis is None else -basis[:, centers.shape[1]:].sum(dim=1)
+    g = centroid_scores(x, centers, offset, sq_norms)  # h_ck = g_c - g_k
     if target is None and offset is None and 0.0 < beta < math.inf:
         coef, f = _nearest_cluster_coefficients(g, beta, eps)
         return _relevance_from_coefficients(x, centers, coef, basis, workspace, out), f

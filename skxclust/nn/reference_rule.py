@@ -30,18 +30,9 @@ import math
 import torch
 
 from ._checks import check_shape
-from .lrp import projection_term, relevance_per_unit_h, softmin_redistribution
+from .lrp import centroid_scores, projection_term, relevance_per_unit_h, softmin_redistribution
 
 __all__ = ["reference_relevance", "neon_reference_relevance"]
-
-
-def _scores(x: torch.Tensor, centers: torch.Tensor, offset: torch.Tensor | None):
-    """``g_k = ||x||^2 - d_k = 2 x.mu_k - ||mu_k||^2 - offset_k``, shape (B, K)."""
-    if centers.dim() == 2:
-        g = 2.0 * x @ centers.T - (centers * centers).sum(dim=1)
-    else:
-        g = 2.0 * torch.einsum("bd,bkd->bk", x, centers) - (centers * centers).sum(dim=-1)
-    return g if offset is None else g - offset
 
 
 def _check_reference(reference: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -113,7 +104,7 @@ def reference_relevance(
         gradient = 2.0 * coef @ centers
     else:
         gradient = 2.0 * torch.einsum("bk,bkd->bd", coef, centers)
-    g_z = _scores(z, centers, offset)
+    g_z = centroid_scores(z, centers, offset)
     h_z = g_z.gather(1, column) - g_z  # h_ck(z)
     return (x - z) * gradient + projection_term(x, centers, target, a, h_z)
 
@@ -166,7 +157,7 @@ def neon_reference_relevance(
     check_shape(x, "x", "(B, D)")
     if not 0.0 <= beta <= math.inf:
         raise ValueError(f"beta must be in [0, inf], got {beta!r}.")
-    g = _scores(x, centers, offset)
+    g = centroid_scores(x, centers, offset)
     if target is None:
         target = g.argmax(dim=1)
     check_shape(target, "target", "(B,)", B=(x.shape[0], "x.shape[0]"))
