@@ -156,8 +156,8 @@ class WarpExplanationMixin:
             projected onto the pair's decision hyperplane, so a pixel's relevance is what
             setting it to ``z`` would take from the evidence (gradient times ``x - z``), plus
             its share of the evidence ``z`` itself keeps; rows still sum to ``f_target(x)``.
-            Pass the value a pixel-flipping test removes pixels to (see the user guide's
-            "Explanations" section).
+            Pass the value a pixel-flipping test removes pixels to (user guide: NEON,
+            "Root points from a reference").
 
         Returns
         -------
