@@ -17,6 +17,12 @@ sample spacing in normalised coordinates, :math:`q` the warp penalty of a unit
 translation), so the global minimum over ``s`` is found exactly, as k-Shape's
 cross-correlation does, and the warp fit starts from it: :func:`shift_start`. ``s = 0``
 is among the candidates, so the start is never worse than the identity.
+
+A whole shift puts every sample exactly on a pixel of the centroid, where linear
+interpolation has a kink: the Jacobian's one-sided derivative there would be chosen by
+the rounding of the warp's coordinates, which depends on the thread count and on the
+shape of the batch. The fit therefore starts a hair to the right of it
+(:func:`off_the_knots`), where the side is always the same.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import torch
 from ._checks import check_pair_args
 from .warps import WarpModel
 
-__all__ = ["shift_energies", "shift_start", "translation_params"]
+__all__ = ["off_the_knots", "shift_energies", "shift_start", "translation_params"]
 
 
 def translation_params(model: WarpModel) -> torch.Tensor:
@@ -136,3 +142,35 @@ def shift_start(
     cost = penalty.to(samples.dtype)[None, :, None] * per_unit * (lags * lags)
     best = (shift_energies(samples, centroids) + cost).argmin(-1)  # (K, B)
     return (lags[best].reshape(-1, 1) * unit[None]).contiguous()
+
+
+def off_the_knots(start: torch.Tensor, model: WarpModel) -> torch.Tensor:
+    """Translations ``start`` (N, n_params) moved right by ``max(1e-6, 1000 eps)`` of a
+    sample spacing, far more than the rounding of the warp's coordinates.
+
+    A whole shift samples the centroid exactly at its pixels, where the derivative of
+    linear interpolation jumps; the Levenberg–Marquardt Jacobian would take the left or
+    the right one by rounding noise (so a fit's outcome would depend on the thread
+    count and on which pairs share its batch). Just right of the pixels the derivative is
+    the right-hand difference for every pair, and the energy moves by that fraction of a
+    sample only.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.shift_search import off_the_knots, translation_params
+    >>> model = make_warp_model((1, 9), n_landmarks=4, transform="tps", dtype=torch.float64)
+    >>> unit = translation_params(model)  # the translation by 1 (normalised coordinates)
+    >>> start = 0.25 * unit[None]  # by 0.25 = 2 / (9 - 1): a whole shift of one sample
+    >>> moved = off_the_knots(start, model)
+    >>> samples = float((moved - start)[0] @ unit / (unit @ unit)) * (9 - 1) / 2
+    >>> 0 < samples < 1e-5  # a millionth of a sample further right
+    True
+    """
+    n = model.shape[0] * model.shape[1]
+    if n < 2:
+        return start
+    eps = torch.finfo(start.dtype).eps
+    nudge = max(1e-6, 1e3 * eps) * 2.0 / (n - 1)  # in normalised coordinates
+    return start + nudge * translation_params(model).to(start.dtype)[None]

@@ -51,7 +51,7 @@ from .pair_batch import (
     per_pair_weight,
 )
 from .pyramid import downsample_images
-from .shift_search import shift_start
+from .shift_search import off_the_knots, shift_start
 from .warps import WarpModel
 
 __all__ = ["PairLevel", "allowed_pairs", "fit_warps", "levenberg_marquardt", "restricted",
@@ -380,8 +380,9 @@ def fit_warps(
     flat = fine.samples.new_zeros(n_pairs, model.n_params)
     if shift_search and model.ndim == 1 and n_steps > 0:
         n_images = fine.images.shape[0]
-        flat = shift_start(fine.samples, fine.images[:, 0].reshape(n_images, -1), model,
-                           penalty=fine.weight.reshape(n_images, -1)[0], gram=fine.gram)
+        flat = off_the_knots(shift_start(
+            fine.samples, fine.images[:, 0].reshape(n_images, -1), model,
+            penalty=fine.weight.reshape(n_images, -1)[0], gram=fine.gram), model)
     damp = flat.new_full((n_pairs,), float(damping))  # per pair
     # the pairs fitted before any screening (None: all), and their energy (the others'
     # stays infinite)
