@@ -153,8 +153,8 @@ class RecordingSTKMeans(SpatialTransformerKMeans):
     is skipped, and so are ``predict`` calls after ``fit``): the Lloyd passes, then the
     fresh final assignment of each run."""
 
-    def _make_geometry(self, n_features):
-        geometry = super()._make_geometry(n_features)
+    def _make_geometry(self, n_features, affine_penalty=None):
+        geometry = super()._make_geometry(n_features, affine_penalty)
         geometry.__class__ = _RecordingGeometry  # same state, recording assign
         geometry.owner = self
         return geometry

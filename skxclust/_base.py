@@ -204,12 +204,12 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
     def _validated_fit_input(self, X, sample_weight, *, reset: bool = True,
                              context: str = "") -> tuple:
         """Validate the rows (``reset``: a first fit, which also checks the number of
-        samples), plan the fit (which checks the data shape against the parameters) and
-        validate the sample weights.
+        samples), plan the fit (which checks the data shape against the parameters), validate
+        the sample weights, and on a first fit let the plan make its choice (``choose``).
 
         X is a numpy-compatible array or a dask array; returns ``(X, sample_weight,
         plan)``, the weights a numpy array in X's float dtype, ``plan`` the
-        :class:`~skxclust._plan.FitPlan` of :meth:`_fit_plan`.
+        :class:`~skxclust._plan.FitPlan` of :meth:`_fit_plan` (or of its choice).
         """
         if is_dask_array(X):
             if sp.issparse(getattr(X, "_meta", None)):
@@ -227,7 +227,10 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         if reset:
             check_n_samples(X.shape[0], self.n_clusters, context)
         plan = self._fit_plan(X.shape[1])
-        return X, check_sample_weight(sample_weight, X.shape[0], dtype), plan
+        sample_weight = check_sample_weight(sample_weight, X.shape[0], dtype)
+        if reset and plan.choose is not None:
+            plan = plan.choose(X, sample_weight)
+        return X, sample_weight, plan
 
     def _seeding(self, plan: FitPlan, n_features: int, dtype,
                  n_init: int | None = None) -> Seeding:
@@ -252,7 +255,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         self.cluster_centers_ = space.fitted(result.centers)
         self.labels_ = space.fitted(result.labels)
         self.inertia_ = float(result.inertia)
-        for name, value in plan.statistics.attributes(result.stats).items():
+        attributes = {f"{name}_": value for name, value in plan.resolved.items()}
+        for name, value in {**attributes, **plan.statistics.attributes(result.stats)}.items():
             setattr(self, name, value)
         self._counts = space.fitted(counts)
         self.n_steps_ = n_steps
@@ -377,7 +381,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
     def _fit_dask(self, X, sw_np, plan: FitPlan) -> FitResult:
         """Blockwise Lloyd passes over the validated dask X (:mod:`skxclust._dask_fit`):
         seeded with ``plan`` on the client; the workers get the plan of an unfitted clone."""
-        recipe = clone(self)  # what the workers need, without this fit's attributes
+        recipe = clone(self).set_params(**plan.resolved)  # no fitted attribute; "auto" chosen
         n_features = X.shape[1]
         shipped = recipe._fit_plan(n_features)
         return fit_blockwise(
@@ -484,8 +488,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         """Pickled state with every torch module or tensor moved to the CPU.
 
         Fitted attributes are numpy arrays already; this covers torch objects among the
-        parameters (e.g. ``feature_extractor`` given on a GPU), so that a model fitted on a
-        GPU unpickles on a machine without one. The estimator itself is left unchanged.
+        parameters (e.g. a ``feature_extractor`` on a GPU), so that a model fitted on a GPU
+        unpickles on a machine without one; the estimator itself is left unchanged.
         """
         return {name: on_cpu(value) for name, value in super().__getstate__().items()}
 

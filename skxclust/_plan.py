@@ -9,7 +9,7 @@ fit, ``partial_fit`` and the dask fit alike; it calls no other hook of the estim
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -103,6 +103,13 @@ or None, default=None
         them, then assigns every row to their centroids; None: on every row.
     statistics : FitStatistics, default=FitStatistics()
         What the fit sums, on which rows, and the fitted attributes made of the sums.
+    choose : callable ``(X, sample_weight) -> FitPlan`` or None, default=None
+        A choice a first fit (``fit``, the first ``partial_fit``) makes from its validated
+        rows before it runs (e.g. ``affine_penalty="auto"``): the plan to run instead.
+    resolved : dict, default={}
+        Parameters the plan was made with where the estimator's are "auto" (name ->
+        value): the fit sets them as the fitted attributes ``name_``, and a dask fit's
+        workers build their geometry from an unfitted clone with them.
     """
 
     geometry: Geometry
@@ -113,6 +120,8 @@ or None, default=None
     refine: Callable[..., LloydFit] | None = None
     subsample: int | None = None
     statistics: FitStatistics = FitStatistics()
+    choose: Callable[..., FitPlan] | None = None
+    resolved: dict = field(default_factory=dict)
 
     @property
     def lloyd_geometry(self) -> Geometry:

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ._affine_prior import AffinePriorMixin
 from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._merge_init import euclidean_kmeans, merge_init
@@ -23,7 +24,7 @@ from .nn.warps import TRANSFORMS
 
 __all__ = ["SpatialTransformerKMeans"]
 
-class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
+class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorchKMeans):
     r"""K-means whose distance is measured after warping each centroid onto each sample.
 
     ST K-means (Cosentino et al., "Spatial Transformer K-Means", 2022) replaces the
@@ -59,22 +60,19 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     :math:`i`'s warp: the members splatted back into the centroid frame), or keep it where
     that does not lower the distortion for the fixed warps; ``update_steps``
     conjugate-gradient steps go on towards the least-squares solution of
-    :math:`(\sum_i S_i^\top S_i)\,\mu = \sum_i S_i^\top x_i` (off by default, see
-    ``update_steps``). The first assignment of a Lloyd run fits every pair's warp from the
-    identity, exactly as :meth:`predict` does on new rows; the passes after it continue
-    each pair from the warp the previous pass reached (a quarter of ``n_steps``
-    Levenberg–Marquardt steps at full resolution: the same energy minimised from a closer
-    start, at about a sixth of the cost), and the run ends with an assignment from the
-    identity again, so ``labels_`` is ``predict(X_train)`` and ``inertia_`` its
-    distortion.
+    :math:`(\sum_i S_i^\top S_i)\,\mu = \sum_i S_i^\top x_i` (off by default). The
+    first assignment of a Lloyd run fits every pair's warp from the identity, exactly as
+    :meth:`predict` does on new rows; the passes after it continue each pair from the warp
+    the previous pass reached (a quarter of ``n_steps`` Levenberg–Marquardt steps at full
+    resolution: the same energy from a closer start, at about a sixth of the cost), and
+    the run ends with an assignment from the identity again, so ``labels_`` is
+    ``predict(X_train)`` and ``inertia_`` its distortion.
 
     The default initialisation over-segments with Euclidean k-means (``2 * n_clusters``
-    clusters, best inertia of 10 k-means++ runs), sharpens the over-segmentation by one
-    warped Lloyd step (its second assignment continued from the first's warps), and
-    merges the clusters whose union raises the warped distortion least (Ward criterion on
-    warped distances between centroids), so variants of one shape (e.g. slanted and
-    upright digits) start in one cluster. The warped steps run on at most 1000 random
-    rows (at least ``2 * n_clusters``): they only place centroids.
+    clusters, best of 10 k-means++ runs), sharpens them by one warped Lloyd step and merges
+    those whose union raises the warped distortion least (Ward criterion on warped
+    distances between centroids), so variants of one shape (slanted and upright digits)
+    start in one cluster; its warped steps run on at most 1000 random rows.
 
     Parameters
     ----------
@@ -136,10 +134,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
     warp_penalty : float, default=0.5
         Weight of the TPS bending energy of the warp, relative to the sample's contrast
         ``||x - mean(x)||^2``. Larger values allow less bending.
-    affine_penalty : float, default=0.5
+    affine_penalty : float or "auto", default="auto"
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,
-        rotations, scalings and shears.
+        rotations, scalings and shears. "auto": 0.05, 0.15 or 0.5, chosen by the model's
+        log-evidence on 500 rows (0.5 on digits, 0.05 on rotated MNIST): ``affine_penalty_``.
     appearance : {"none", "intensity", "intensity+thickness"}, default="intensity"
         Appearance transformation of the warped centroid, fitted per (sample, centroid)
         pair next to the warp (:mod:`skxclust.nn.appearance`). "intensity": a gain ``g``
@@ -243,6 +242,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         evenly spaced) training rows. Used by :meth:`score`.
     beta_ : float
         The resolved soft-min stiffness used by :meth:`explain`.
+    affine_penalty_ : float
+        ``affine_penalty`` of the fit, "auto" resolved.
     n_iter_ : int
         Lloyd iterations of the kept run.
     image_shape_ : tuple of int
@@ -306,7 +307,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "n_steps": [Interval(Integral, 0, None, closed="left")],
         "warp_penalty": [Interval(Real, 0, None, closed="left")],
-        "affine_penalty": [Interval(Real, 0, None, closed="left")],
+        "affine_penalty": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
         "affine_steps": [Interval(Integral, 0, None, closed="left")],
         "screen_steps": [Interval(Integral, 0, None, closed="left")],
         "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
@@ -337,7 +338,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         warp_dtype="float32",
         subsample=4000,
         warp_penalty=0.5,
-        affine_penalty=0.5,
+        affine_penalty="auto",
         appearance="intensity",
         appearance_penalty=1.0,
         n_candidates=None,
@@ -384,13 +385,14 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
         self.beta = beta
 
     # -- hooks of BaseTorchKMeans ------------------------------------------------------
-    def _make_geometry(self, n_features: int) -> WarpGeometry:
+    def _make_geometry(self, n_features: int, affine_penalty=None) -> WarpGeometry:
+        affine_penalty = self._affine_penalty_value() if affine_penalty is None else affine_penalty
         return WarpGeometry(
             resolve_image_shape(self.image_shape, n_features),
             n_landmarks=self.n_landmarks, transform=self.warp, n_steps=self.n_steps,
-            learning_rate=self.learning_rate,
-            affine_steps=self.affine_steps, screen_steps=self.screen_steps,
-            warp_penalty=self.warp_penalty, affine_penalty=self.affine_penalty,
+            learning_rate=self.learning_rate, affine_steps=self.affine_steps,
+            screen_steps=self.screen_steps,
+            warp_penalty=self.warp_penalty, affine_penalty=affine_penalty,
             n_candidates=self.n_candidates, update_steps=self.update_steps,
             batch_size=self.batch_size, screen_ratio=self.screen_ratio,
             coarse_steps=self.coarse_steps, n_clusters=self.n_clusters,
@@ -399,42 +401,43 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
             appearance_penalty=self.appearance_penalty,
         )
 
-    def _fit_plan(self, n_features: int) -> FitPlan:
+    def _fit_plan(self, n_features: int, affine_penalty: float | None = None) -> FitPlan:
         """The ST fit: warped Lloyd (on a ``subsample`` of the rows first) seeded by
         :meth:`_seed_restarts` (one restart for n_init="auto" unless init="random"), then
-        the split-merge moves; it keeps the statistics of ``beta_``, ``noise_variance_``
-        and ``image_shape_``. Checks ``image_shape`` and ``n_landmarks``."""
-        geometry = self._make_geometry(n_features)  # resolves image_shape
+        split-merge moves, keeping ``beta_``, ``noise_variance_``, ``image_shape_``; with
+        ``affine_penalty`` (None: the estimator's, "auto" chosen by the plan's ``choose``)."""
+        value = self._affine_penalty_value() if affine_penalty is None else affine_penalty
+        geometry = self._make_geometry(n_features, value)  # resolves image_shape
         grid_size_from_landmarks(self.n_landmarks)
         moves = self.split_merge_moves > 0 and self.n_steps > 0
-        # two-cluster fits seeded by the best of 3 Euclidean runs; a move's fit starts with
-        # two new centroids far from convergence and is judged against the converged-er
-        # fit it would replace, so it runs twice max_iter (continued passes are cheap):
-        # with max_iter, two MNIST-5k fits of bench_quality (split 2 seed 2, split 0 seed
-        # 100) undid the move that separated two merged classes (held-out ACC 0.81, 0.82);
-        # with 2 * max_iter both kept it (0.90, 0.93)
+        # a move's fit runs 2 * max_iter: with max_iter, two MNIST-5k fits undid the move
+        # that separated two merged classes (held-out ACC 0.81, 0.82; kept: 0.90, 0.93)
         split_merge = SplitMerge(
             max_moves=self.split_merge_moves, max_iter=2 * self.max_iter,
             seed_centers=functools.partial(euclidean_kmeans, n_runs=3), verbose=self.verbose)
         return FitPlan(
-            geometry, self._embed, seeder=self._seed_restarts,
+            geometry, self._embed,
+            seeder=functools.partial(self._seed_restarts, affine_penalty=value),
             auto_n_init=10 if (isinstance(self.init, str) and self.init == "random") else 1,
             refine=split_merge if moves else None, subsample=self.subsample,
-            statistics=warp_statistics(self.image_shape, self.beta, n_features))
+            statistics=warp_statistics(self.image_shape, self.beta, n_features),
+            choose=self._affine_choice(n_features) if affine_penalty is None else None,
+            resolved={"affine_penalty": value})
 
-    def _seed_restarts(self, X, sample_weight, generators, init_array, shift):
-        """Initial centroids (R, K, D): "k-means" / "k-means+merge" (see
-        :meth:`_kmeans_merge_init`), else those of :class:`BaseTorchKMeans`."""
+    def _seed_restarts(self, X, sample_weight, generators, init_array, shift, *, affine_penalty):
+        """Initial centroids (R, K, D): "k-means" / "k-means+merge" (warps with
+        ``affine_penalty``), else those of :class:`BaseTorchKMeans`."""
         if init_array is not None or self.init not in ("k-means", "k-means+merge"):
             return self._init_centroids(X, sample_weight, generators, init_array, shift)
-        return torch.stack([self._kmeans_merge_init(X, sample_weight, g) for g in generators])
+        return torch.stack([self._kmeans_merge_init(X, sample_weight, g, affine_penalty)
+                            for g in generators])
 
-    def _kmeans_merge_init(self, X, sample_weight, generator):
+    def _kmeans_merge_init(self, X, sample_weight, generator, affine_penalty):
         """The "k-means" / "k-means+merge" initial centroids (K, D) of one restart."""
         if self.init == "k-means":
             return euclidean_kmeans(X, self.n_clusters, sample_weight, generator)[0]
         return merge_init(X, sample_weight, generator, self.n_clusters,
-                          self._make_geometry(X.shape[1]))
+                          self._make_geometry(X.shape[1], affine_penalty))
 
     def _row_scores(self, geometry, X, centers):
         """Laplace log-evidence of each row (see :meth:`score`)."""
@@ -452,11 +455,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, BaseTorchKMeans):
                    - \frac P2 \log(2\pi\sigma^2),
 
         with :math:`J` the Jacobian of the warped centroid in the warp parameters at the
-        fitted warp and :math:`\lambda G` the penalty's matrix. The middle (Occam) term
-        grows with the warp parameters that the row determines, so a more flexible warp
-        family must lower the distance by more than it adds; unlike minus the distortion,
-        the score compares settings of ``n_landmarks``, ``warp`` and the penalties (see
-        the user guide, "Model selection").
+        fitted warp and :math:`\lambda G` the penalty's matrix. The Occam (middle) term
+        grows with the warp parameters the row determines; unlike minus the distortion, the
+        score compares ``n_landmarks``, ``warp`` and penalties (user guide, "Model selection").
 
         Parameters
         ----------

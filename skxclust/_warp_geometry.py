@@ -396,18 +396,17 @@ class WarpGeometry(Geometry):
         if self.verbose >= 2:
             print(f"  aligned {n} samples x {n_centers} centroids in "
                   f"{time.perf_counter() - t0:.1f}s")
-        # the (n, K) distances go along (pairwise() of these rows and centroids): the
-        # split-merge moves and the statistics after a fit need not align again
+        # the (n, K) distances go along: moves and statistics need not align again
         return Assignment(labels, dists, state, distances)
 
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
-                     noise_variance: float) -> torch.Tensor:
+                     noise_variance: float | None = None) -> torch.Tensor:
         """Laplace log-evidence of each row under its nearest warped centroid, (n,) float64.
 
         ``-E / (2 s2) - log_volume / 2 - P / 2 log(2 pi s2)`` with ``E`` the minimised
-        energy (the distance), ``s2`` the pixel noise variance and ``log_volume`` from
-        :func:`skxclust.nn.warp_evidence.warp_log_volume`: a warp family that lowers the
-        energy only by fitting noise pays for it in the volume term.
+        energy (the distance), ``s2`` the pixel noise variance (None: the mean ``E / P`` of
+        these rows) and ``log_volume`` from :func:`skxclust.nn.warp_evidence.warp_log_volume`:
+        a warp family that lowers the energy only by fitting noise pays for it there.
         """
         assignment = self.assign(X, centers)
         model = self.model(X)
@@ -419,7 +418,8 @@ class WarpGeometry(Geometry):
                                    self.warp_penalty, self.affine_penalty, self.appearance)
 
         volume = torch.cat(self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: evidence"))
-        s2 = float(noise_variance)
+        s2 = (max(float(assignment.distances.to(torch.float64).mean()) / X.shape[1], 1e-300)
+              if noise_variance is None else float(noise_variance))
         return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
                 - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))
 

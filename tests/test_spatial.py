@@ -252,7 +252,7 @@ def test_score_is_the_laplace_log_evidence_of_the_rows(shapes):
     model = make_warp_model(fitted.image_shape_, fitted.n_landmarks, fitted.warp, torch.float64)
     contrast = ((X - X.mean(1, keepdims=True)) ** 2).sum(1)  # the penalty's scale
     pairs = [(Xt[i], centers[labels[i]], model, warps[i, labels[i]], float(contrast[i]),
-              fitted.warp_penalty, fitted.affine_penalty) for i in range(n)]
+              fitted.warp_penalty, fitted.affine_penalty_) for i in range(n)]
     # these warps are the ones transform measured (energy to 1e-12 relative)
     np.testing.assert_allclose([float(pair_energy(*pair)) for pair in pairs], d, rtol=1e-9)
     volume = np.array([float(pair_log_volume(*pair)) for pair in pairs])

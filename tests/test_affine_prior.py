@@ -1,0 +1,113 @@
+"""affine_penalty="auto": the affine prior of the warps chosen by the model's evidence."""
+
+import dask.array as da
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+
+from skxclust import SpatialTransformerKMeans
+from skxclust._affine_prior import AUTO_AFFINE_PENALTIES, select_affine_penalty
+from skxclust.datasets import make_affine
+
+FAST = dict(max_iter=1, split_merge_moves=0, n_steps=6, affine_steps=2)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits().data[:300]
+
+
+@pytest.fixture(scope="module")
+def rotated(digits):
+    # the issue-22 ranges on 8 x 8 digits: rotations up to 25 degrees, scale, shear, shift
+    return make_affine(digits, (8, 8), rotation=(-25, 25), scale=(0.85, 1.15),
+                       shear=(-15, 15), translation=(-1, 1), random_state=0)
+
+
+def chosen(X, **params):
+    est = SpatialTransformerKMeans(10, random_state=0, **FAST, **params)
+    return est.fit(X).affine_penalty_
+
+
+def test_auto_keeps_a_strong_affine_prior_on_upright_digits_and_a_weak_one_on_rotated(
+        digits, rotated):
+    assert chosen(digits) == 0.5
+    assert chosen(rotated) == 0.05
+
+
+def test_the_choice_is_the_candidate_of_highest_evidence(rotated):
+    X = torch.as_tensor(rotated)
+    w = torch.ones(X.shape[0], dtype=X.dtype)
+    est = SpatialTransformerKMeans(10)
+    scores = {}
+
+    def recording(value):
+        geometry = est._make_geometry(64, value)
+        evidence = geometry.log_evidence
+
+        def log_evidence(X, centers):
+            out = evidence(X, centers)
+            scores[value] = float(out.sum())
+            return out
+
+        geometry.log_evidence = log_evidence
+        return geometry
+
+    pick = select_affine_penalty(X, w, 10, recording, torch.Generator().manual_seed(0))
+    assert sorted(scores) == sorted(AUTO_AFFINE_PENALTIES)
+    assert scores[pick] == max(scores.values())
+    # and the penalties really differ in evidence here (not a tie broken by order)
+    assert max(scores.values()) - min(scores.values()) > 1.0
+
+
+@pytest.mark.parametrize("value", [0.05, 0.5, 2.0])
+def test_a_given_affine_penalty_is_used_as_is(digits, value):
+    est = SpatialTransformerKMeans(10, random_state=0, affine_penalty=value, **FAST)
+    est.fit(digits)
+    assert est.affine_penalty_ == value
+    assert est._make_geometry(64).affine_penalty == value
+
+
+def test_auto_fits_and_predicts_as_its_choice_given(rotated):
+    auto = SpatialTransformerKMeans(10, random_state=0, **FAST).fit(rotated)
+    given = SpatialTransformerKMeans(10, random_state=0, affine_penalty=auto.affine_penalty_,
+                                     **FAST).fit(rotated)
+    np.testing.assert_array_equal(auto.cluster_centers_, given.cluster_centers_)
+    np.testing.assert_array_equal(auto.predict(rotated[:50]), given.predict(rotated[:50]))
+    # predict runs with the choice, not with the largest candidate
+    assert auto._make_geometry(64).affine_penalty == 0.05
+
+
+def test_the_choice_is_made_once_per_fit_and_kept_by_partial_fit(digits, rotated):
+    est = SpatialTransformerKMeans(10, random_state=0, **FAST)
+    est.partial_fit(rotated[:150])
+    assert est.affine_penalty_ == 0.05
+    est.partial_fit(digits[:150])  # upright rows later: the first chunk's choice stays
+    assert est.affine_penalty_ == 0.05
+    assert est.fit(digits).affine_penalty_ == 0.5  # a new fit chooses again
+    assert clone(est).affine_penalty == "auto"
+
+
+def test_a_dask_fit_ships_its_choice_to_the_workers(rotated):
+    X = da.from_array(rotated, chunks=100)
+    est = SpatialTransformerKMeans(10, random_state=0, **FAST).fit(X)
+    assert est.affine_penalty_ == 0.05
+    # the blocks were aligned with the choice (not the largest candidate of the plan)
+    given = SpatialTransformerKMeans(10, random_state=0, affine_penalty=0.05, **FAST).fit(X)
+    np.testing.assert_array_equal(est.cluster_centers_, given.cluster_centers_)
+    largest = SpatialTransformerKMeans(10, random_state=0, affine_penalty=0.5, **FAST).fit(X)
+    assert not np.array_equal(est.cluster_centers_, largest.cluster_centers_)
+
+
+def test_auto_is_reproducible_with_random_state(rotated):
+    a = SpatialTransformerKMeans(10, random_state=3, **FAST).fit(rotated)
+    b = SpatialTransformerKMeans(10, random_state=3, **FAST).fit(rotated)
+    assert a.affine_penalty_ == b.affine_penalty_
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
+def test_a_bad_affine_penalty_is_refused_by_name():
+    with pytest.raises(ValueError, match="affine_penalty"):
+        SpatialTransformerKMeans(2, affine_penalty="strong").fit(np.random.rand(10, 16))
