@@ -128,3 +128,19 @@ def test_a_fit_from_a_whole_shift_does_not_depend_on_the_pairs_beside_it(dtype):
         for k in range(4)]) for b in range(6)])
     tol = 1e-9 if dtype == torch.float64 else 1e-4
     torch.testing.assert_close(alone, together, rtol=tol, atol=0.0)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_translation_of_a_signal_shorter_than_its_basis_is_one_and_the_same(n):
+    # fewer samples than basis functions (9 landmarks on 2 or 3 samples): the translation
+    # is the minimum-norm one, every time (torch's lstsq gave [1, 0, 1] or [1, 0, 0] at
+    # random for 1 x 2, and fits of such signals differed from one run to the next)
+    units = []
+    for _ in range(20):  # fresh models: the translation is cached per model
+        model = make_warp_model((1, n), 9, "tps", torch.float32)
+        units.append(translation_params(model))
+    basis = model.basis.to(torch.float64)
+    expected = torch.linalg.pinv(basis) @ torch.ones(n, dtype=torch.float64)
+    for unit in units:
+        torch.testing.assert_close(unit, expected.to(torch.float32))
+    torch.testing.assert_close(basis @ expected, torch.ones(n, dtype=torch.float64))

@@ -42,9 +42,14 @@ def translation_params(model: WarpModel) -> torch.Tensor:
     if key not in model.cache:
         if model.ndim != 1:
             raise ValueError(f"a shift search needs a 1-D warp model, got shape {model.shape}.")
-        ones = torch.ones(model.basis.shape[0], 1, dtype=torch.float64,
-                          device=model.basis.device)
-        unit = torch.linalg.lstsq(model.basis.to(torch.float64), ones).solution[:, 0]
+        basis = model.basis.to(torch.float64)
+        ones = torch.ones(basis.shape[0], 1, dtype=torch.float64, device=basis.device)
+        if basis.shape[0] < basis.shape[1]:  # fewer samples than basis functions: the
+            # minimum-norm solution (torch's CPU lstsq read uninitialized memory here: a
+            # 1 x 2 signal's translation came out as [1, 0, 1] or [1, 0, 0] at random)
+            unit = (torch.linalg.pinv(basis) @ ones)[:, 0]
+        else:
+            unit = torch.linalg.lstsq(basis, ones).solution[:, 0]
         model.cache[key] = unit.to(model.basis.dtype)
     return model.cache[key]
 
