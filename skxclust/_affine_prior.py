@@ -46,22 +46,21 @@ _SELECTION_ROWS = 500
 def select_affine_penalty(X: torch.Tensor, sample_weight: torch.Tensor, n_clusters: int,
                           make_geometry: Callable[[float], Any],
                           generator: torch.Generator,
-                          candidates: tuple[float, ...] = AUTO_AFFINE_PENALTIES,
-                          n_rows: int = _SELECTION_ROWS) -> float:
-    """The candidate affine penalty of highest Laplace log-evidence on (a subset of) X.
+                          candidates: tuple[float, ...] = AUTO_AFFINE_PENALTIES) -> float:
+    """The candidate affine penalty of highest Laplace log-evidence on the rows X.
 
     Parameters
     ----------
     X : Tensor of shape (n, D)
-        Training rows, in the frame the fit clusters.
+        Rows to score (the estimator passes up to ``_SELECTION_ROWS`` random training
+        rows), in the frame the fit clusters.
     sample_weight : Tensor of shape (n,)
     n_clusters : int
         ``K``: the evidence is taken under ``2 K`` Euclidean k-means centroids.
     make_geometry : callable ``make_geometry(affine_penalty) -> WarpGeometry``
     generator : torch.Generator
-        Draws the row subset and seeds the k-means runs.
+        Seeds the k-means runs.
     candidates : tuple of float, default=AUTO_AFFINE_PENALTIES
-    n_rows : int, default=500
 
     Returns
     -------
@@ -69,10 +68,6 @@ def select_affine_penalty(X: torch.Tensor, sample_weight: torch.Tensor, n_cluste
         The chosen candidate (the first of equal ones; the last where no score is
         finite).
     """
-    if X.shape[0] > n_rows:
-        rows = torch.randperm(X.shape[0], generator=generator)[:n_rows].sort().values
-        rows = rows.to(X.device)
-        X, sample_weight = X[rows], sample_weight[rows]
     centers, _ = euclidean_kmeans(X, min(2 * n_clusters, X.shape[0]), sample_weight,
                                   generator, n_runs=3)
     weight = sample_weight.to(torch.float64)
