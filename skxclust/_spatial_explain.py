@@ -42,6 +42,7 @@ from ._validation import (
 from .nn.lrp import neon_relevance
 from .nn.neuralized import cluster_evidence
 from .nn.reference_rule import neon_reference_relevance
+from .nn.warp_evidence import pixel_noise_variance
 from .nn.warps import warp_adjoint, warp_images
 
 __all__ = ["WarpExplanationMixin", "warp_attributes", "warp_statistics", "warp_statistics_rows",
@@ -79,7 +80,7 @@ def warp_attributes(image_shape, beta, n_features: int, stats: dict) -> dict:
     ``noise_variance_`` (the mean nearest energy per pixel) from :func:`warp_sums`."""
     return {"image_shape_": resolve_image_shape(image_shape, n_features),
             "beta_": fitted_beta(beta, stats),
-            "noise_variance_": max(stats["energy"] / stats["count"] / n_features, 1e-300)}
+            "noise_variance_": pixel_noise_variance(stats["energy"], stats["count"], n_features)}
 
 
 class WarpExplanationMixin:

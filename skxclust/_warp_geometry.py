@@ -26,7 +26,7 @@ from .nn.centroid_update import (
 )
 from .nn.pair_batch import pair_scale, warp_energy
 from .nn.pyramid import coarse_shape
-from .nn.warp_evidence import warp_log_volume
+from .nn.warp_evidence import pixel_noise_variance, warp_log_volume
 from .nn.warp_refit import refit_warps
 from .nn.warp_solver import fit_warps
 from .nn.warps import make_warp_model, unwarp_images, warp_images
@@ -418,8 +418,8 @@ class WarpGeometry(Geometry):
                                    self.warp_penalty, self.affine_penalty, self.appearance)
 
         volume = torch.cat(self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: evidence"))
-        s2 = (max(float(assignment.distances.to(torch.float64).mean()) / X.shape[1], 1e-300)
-              if noise_variance is None else float(noise_variance))
+        s2 = (pixel_noise_variance(float(assignment.distances.to(torch.float64).sum()),
+                                   *X.shape) if noise_variance is None else float(noise_variance))
         return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
                 - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))
 

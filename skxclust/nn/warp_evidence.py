@@ -13,7 +13,7 @@ from .appearance import Appearance
 from .pair_batch import Coordinates, PairBatch, pair_images, per_pair_weight
 from .warps import WarpModel
 
-__all__ = ["warp_log_volume"]
+__all__ = ["pixel_noise_variance", "warp_log_volume"]
 
 
 def warp_log_volume(
@@ -127,3 +127,14 @@ def _model_as(model: WarpModel, dtype) -> WarpModel:
                          for name, value in model.__dict__.items()})
     out.cache = {}  # derived in the other dtype
     return out
+
+
+def pixel_noise_variance(total_energy: float, n_rows: int, n_pixels: int) -> float:
+    """The maximum-likelihood pixel noise variance of rows fitted with the summed
+    (minimised) energy ``total_energy``: its mean per row and pixel, at least 1e-300 (rows
+    fitted exactly leave no noise, and the evidence divides by it).
+
+    >>> pixel_noise_variance(12.0, 3, 4)
+    1.0
+    """
+    return max(float(total_energy) / n_rows / n_pixels, 1e-300)
