@@ -36,7 +36,11 @@ __all__ = ["SplitMerge"]
 # A move is tried when its estimated distortion, before any Lloyd iteration, is within this
 # fraction above the current one: the Lloyd iterations that follow the move lower it
 # further, and only the distortion they reach decides whether the move is kept.
-_SLACK = 0.02
+_SLACK = 0.05
+
+# The clusters of largest split gain whose moves are estimated (each with every cluster to
+# remove); the move of least estimated distortion is tried.
+_SPLIT_CANDIDATES = 3
 
 
 # The two-cluster fit that estimates a split's gain runs on at most this many members of
@@ -146,6 +150,39 @@ def _to_halves(X, distances, split: int, halves, geometry) -> torch.Tensor:
     return out
 
 
+def _best_move(X, sample_weight, distances, gains, halves, geometry):
+    """The move ``(split, removed, estimated distortion)`` of least estimated distortion
+    among the :data:`_SPLIT_CANDIDATES` clusters of largest split gain (``gains`` and
+    ``halves`` of :func:`_split_gains`) and every other cluster to remove; None when no
+    cluster can be split.
+
+    With the halves in place of the split centroid, removing cluster ``a`` sends each row
+    to the nearest centroid left; ``distances`` (n, K) are the rows' to the centroids.
+    """
+    n_clusters = distances.shape[1]
+    w64 = sample_weight.to(torch.float64)
+    best = None
+    for split in torch.argsort(gains, descending=True)[:_SPLIT_CANDIDATES].tolist():
+        if halves[split] is None:
+            continue
+        options = torch.cat([distances, _to_halves(X, distances, split, halves[split],
+                                                   geometry)], 1)
+        options[:, split] = torch.inf
+        two = options.topk(2, dim=1, largest=False)
+        estimate = torch.full((n_clusters,), float(w64 @ two.values[:, 0].to(torch.float64)),
+                              dtype=torch.float64, device=X.device)
+        # without cluster a, its samples whose nearest was a fall back to their second
+        extra = w64 * (two.values[:, 1] - two.values[:, 0]).to(torch.float64)
+        lost = two.indices[:, 0]
+        inside = lost < n_clusters
+        estimate.index_add_(0, lost[inside], extra[inside])
+        estimate[split] = torch.inf
+        removed = int(torch.argmin(estimate))
+        if best is None or float(estimate[removed]) < best[2]:
+            best = (split, removed, float(estimate[removed]))
+    return best
+
+
 @dataclass(frozen=True)
 class SplitMerge:
     """Split–merge moves after Lloyd (see module docstring): a refiner of a
@@ -189,37 +226,28 @@ class SplitMerge:
             nearest = distances.gather(1, fit.labels[:, None])[:, 0]
             gains, halves = _split_gains(X, sample_weight, fit.labels, nearest, geometry,
                                          generator, self.seed_centers)
-            split = int(torch.argmax(gains))
-            if halves[split] is None:
+            move_ = _best_move(X, sample_weight, distances, gains, halves, geometry)
+            if move_ is None:
                 break
-            # Distances with the halves in place of the split centroid; removing cluster a
-            # sends each sample to the nearest centroid left.
-            options = torch.cat([distances, _to_halves(X, distances, split, halves[split],
-                                                       geometry)], 1)
-            options[:, split] = torch.inf
-            two = options.topk(2, dim=1, largest=False)
-            w64 = sample_weight.to(torch.float64)
-            best = two.values[:, 0].to(torch.float64)
-            estimate = torch.full((n_clusters,), float(w64 @ best), dtype=torch.float64,
-                                  device=X.device)
-            # without cluster a, its samples whose nearest was a fall back to their second
-            extra = w64 * (two.values[:, 1] - two.values[:, 0]).to(torch.float64)
-            lost = two.indices[:, 0]
-            inside = lost < n_clusters
-            estimate.index_add_(0, lost[inside], extra[inside])
-            estimate[split] = torch.inf
-            removed = int(torch.argmin(estimate))
+            split, removed, estimate = move_
             if self.verbose:
                 print(f"Split-merge move {move + 1}: split cluster {split}, remove cluster "
-                      f"{removed}: estimated distortion {float(estimate[removed]):.6g} "
+                      f"{removed}: estimated distortion {estimate:.6g} "
                       f"(now {fit.inertia:.6g})")
-            if not float(estimate[removed]) < (1.0 + _SLACK) * fit.inertia:
+            if not estimate < (1.0 + _SLACK) * fit.inertia:
                 break
             start = fit.centers.clone()
             start[split], start[removed] = halves[split][0], halves[split][1]
             pairwise: list = []  # the (n, K) distances of the new fit, for the next move
-            moved = best_restart(lloyd(X, start[None], geometry, sample_weight,
-                                       self.max_iter, tol, pairwise=pairwise))
+            # the probe: one Lloyd iteration; the move goes on only if it already lowers
+            # the distortion of the whole fit
+            moved = best_restart(lloyd(X, start[None], geometry, sample_weight, 1, tol,
+                                       pairwise=pairwise))
+            if moved.inertia < fit.inertia and self.max_iter > 1:
+                probe, pairwise = moved, []
+                moved = best_restart(lloyd(X, probe.centers[None], geometry, sample_weight,
+                                           self.max_iter - 1, tol, pairwise=pairwise))
+                moved = moved._replace(n_iter=probe.n_iter + moved.n_iter)
             if self.verbose:
                 print(f"  distortion {fit.inertia:.6g} -> {moved.inertia:.6g}: "
                       f"{'kept' if moved.inertia < fit.inertia else 'undone'}")
