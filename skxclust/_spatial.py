@@ -187,12 +187,12 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     split_merge_moves : int, default=2
         After the Lloyd iterations of an in-memory :meth:`fit`, up to this many
         split–merge moves: one cluster is removed (its members go to their second-nearest
-        centroid) and another split in two, when the split gains more distortion than the
-        removal costs; Lloyd iterations (``2 * max_iter``: the move's fit starts far from
-        convergence) follow, and the move is kept
-        only if the distortion falls. This repairs fits that put two shapes in one cluster
-        and one shape in two, which Lloyd iterations cannot undo. 0 turns it off (as do
-        dask and streaming fits, which have no such moves).
+        centroid) and another split in two, when the estimate of the result is at most 5 %
+        above the current distortion; one Lloyd iteration probes the move, the rest of
+        ``2 * max_iter`` (the move's fit starts far from convergence) follow only if it
+        lowered the distortion, and the move is kept only if the distortion falls: this
+        repairs fits with two shapes in one cluster and one in two, which Lloyd cannot
+        undo. 0 turns it off (as do dask and streaming fits, which make no moves).
     init : {"k-means+merge", "k-means", "k-means++", "random"} or array-like of shape \
             (n_clusters, n_features), default="k-means+merge"
         "k-means+merge": Euclidean k-means with ``2 * n_clusters`` clusters, one warped

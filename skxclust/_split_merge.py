@@ -5,16 +5,22 @@ with two classes in one cluster and another class split over two keeps that mist
 A *split–merge move* removes one cluster (its members go to their second-nearest
 centroid) and splits another in two, keeping the number of clusters:
 
-- the cluster ``c`` to split is the one whose two-cluster fit (Euclidean 2-means seeding,
-  then warped Lloyd steps in the geometry) lowers its members' distortion the most;
-- with the two halves ``h1, h2`` in place of ``c``, the distortion of the whole data
-  after removing cluster ``a`` is estimated for every ``a`` from the distances to the
-  remaining centroids and to the halves (every sample goes to the nearest one left; the
-  halves are aligned to the rows near ``c`` only, see :data:`_HALF_ROWS_NEAREST`);
-- when the best estimate is below the current distortion (or less than 2 % above it: the
-  Lloyd iterations that follow lower it further), the halves replace ``c`` and ``a``,
-  Lloyd iterations run from there, and the move is kept only if the distortion of the
-  whole fit falls.
+- the clusters to split are ranked by how much their two-cluster fit (Euclidean 2-means
+  seeding, then warped Lloyd steps in the geometry) lowers their members' distortion;
+- for each of the :data:`_SPLIT_CANDIDATES` best ranked, ``c``, with its two halves
+  ``h1, h2`` in place of ``c``, the distortion of the whole data after removing cluster
+  ``a`` is estimated for every ``a`` from the distances to the remaining centroids and to
+  the halves (every sample goes to the nearest one left; the halves are aligned to the
+  rows near ``c`` only, see :data:`_HALF_ROWS_NEAREST`); the pair ``(c, a)`` of least
+  estimate is the move;
+- the move is tried when its estimate is less than :data:`_SLACK` (5 %) above the current
+  distortion: the estimate is that of the move before any Lloyd iteration, which the
+  iterations then lower (on an affine-deformed MNIST fit with two classes in one cluster
+  the estimate was 2.1 % above and one iteration already 0.5 % below). The halves replace
+  ``c`` and ``a`` and one Lloyd iteration runs (the *probe*); only if it lowers the
+  distortion of the whole fit do the other iterations run, and the move is kept only if
+  the distortion they reach is lower than before the move. A move that does not pay off
+  costs one iteration.
 
 Only the fit's own objective decides; no labels are used. Classical in k-means
 (e.g. the "jump" moves of Hamerly's and Ding's split–merge k-means variants); here it is
@@ -35,7 +41,9 @@ __all__ = ["SplitMerge"]
 
 # A move is tried when its estimated distortion, before any Lloyd iteration, is within this
 # fraction above the current one: the Lloyd iterations that follow the move lower it
-# further, and only the distortion they reach decides whether the move is kept.
+# further, and only the distortion they reach decides whether the move is kept. 2 % let
+# 2 of 15 affine-deformed MNIST-5k fits keep two classes in one cluster (estimates 2.1 %
+# and 2.6 % above; the moves, tried, lowered the distortion by 1.1-2.1 %).
 _SLACK = 0.05
 
 # The clusters of largest split gain whose moves are estimated (each with every cluster to
@@ -162,7 +170,7 @@ def _best_move(X, sample_weight, distances, gains, halves, geometry):
     n_clusters = distances.shape[1]
     w64 = sample_weight.to(torch.float64)
     best = None
-    for split in torch.argsort(gains, descending=True)[:_SPLIT_CANDIDATES].tolist():
+    for split in torch.argsort(gains, descending=True, stable=True)[:_SPLIT_CANDIDATES].tolist():
         if halves[split] is None:
             continue
         options = torch.cat([distances, _to_halves(X, distances, split, halves[split],

@@ -5,7 +5,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from skxclust import SpatialTransformerKMeans
-from skxclust._split_merge import _HALF_ROWS_NEAREST, _to_halves
+from skxclust._split_merge import _HALF_ROWS_NEAREST, _best_move, _to_halves
 
 F64 = torch.float64
 
@@ -31,3 +31,107 @@ def test_the_halves_are_aligned_to_the_rows_with_the_split_centroid_among_their_
     # the others keep the centroids they have: not counted as moving to a half
     assert bool(torch.isinf(out[~near]).all())
     torch.testing.assert_close(out[near], geometry.pairwise(X[near], halves), rtol=0, atol=0)
+
+
+# -- which move is tried, and the one-iteration probe -----------------------------------
+# Five clusters on a line; cluster 1 holds two groups (at 8 and 12), clusters 3 and 4 two
+# close ones (at 29.8 and 30.2): splitting 1 and removing 3 or 4 is the only good move.
+LINE = torch.cat([torch.full((10,), v, dtype=F64) for v in (0.0, 8.0, 12.0, 20.0, 29.8,
+                                                               30.2)])[:, None]
+LINE_CENTERS = torch.tensor([[0.0], [10.0], [20.0], [29.8], [30.2]], dtype=F64)
+
+
+class SquaredEuclidean:
+    """The one geometry method the estimate of a move calls."""
+
+    @staticmethod
+    def pairwise(X, centers):
+        return torch.cdist(X, centers) ** 2
+
+
+@pytest.mark.parametrize("rank, chosen", [(1, True), (2, True), (3, False)])
+def test_the_move_tried_is_the_best_estimated_of_the_three_largest_split_gains(rank, chosen):
+    distances = SquaredEuclidean.pairwise(LINE, LINE_CENTERS)
+    useless = LINE_CENTERS[[0, 0]].clone()  # a "split" into two copies of one centroid
+    halves = [LINE_CENTERS[[c, c]].clone() for c in range(5)]
+    halves[1] = torch.tensor([[8.0], [12.0]], dtype=F64)
+    order = [c for c in (0, 2, 3, 4) if c != 1]
+    order.insert(rank, 1)  # cluster 1's gain is the (rank + 1)-th largest
+    gains = torch.zeros(5, dtype=F64)
+    gains[torch.tensor(order)] = torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0], dtype=F64)
+    halves[0] = useless
+    split, removed, estimate = _best_move(LINE, torch.ones(60, dtype=F64), distances, gains,
+                                          halves, SquaredEuclidean)
+    inertia = float(distances.min(dim=1).values.sum())
+    if chosen:
+        assert (split, removed in (3, 4)) == (1, True)
+        assert estimate < 0.1 * inertia  # 8 and 12 exact, 29.8 and 30.2 0.4 apart
+    else:
+        assert split != 1 and estimate > inertia
+
+
+def _line_fit():
+    from skxclust._euclidean import EuclideanGeometry
+    from skxclust._lloyd import best_restart, lloyd
+
+    geometry = EuclideanGeometry()
+    weight = torch.ones(LINE.shape[0], dtype=F64)
+    return geometry, weight, best_restart(lloyd(LINE, LINE_CENTERS[None], geometry, weight,
+                                                10, 0.0))
+
+
+def _spied_moves(monkeypatch, estimate_ratio):
+    """A SplitMerge on the line, every move estimated at ``estimate_ratio`` times the
+    distortion; returns (fit after the moves, max_iter of each Lloyd run of a move)."""
+    import functools
+
+    from skxclust import _lloyd, _split_merge
+    from skxclust._merge_init import euclidean_kmeans
+
+    geometry, weight, fit = _line_fit()
+    runs = []
+
+    def spy(X, centers, geometry, sample_weight, max_iter, tol, **kwargs):
+        runs.append(max_iter)
+        return _lloyd.lloyd(X, centers, geometry, sample_weight, max_iter, tol, **kwargs)
+
+    def best_move(*args):
+        split, removed, _ = _best_move(*args)
+        return split, removed, estimate_ratio * fit.inertia
+
+    monkeypatch.setattr(_split_merge, "lloyd", spy)
+    monkeypatch.setattr(_split_merge, "_best_move", best_move)
+    moves = _split_merge.SplitMerge(max_moves=1, max_iter=6,
+                                    seed_centers=functools.partial(euclidean_kmeans, n_runs=3))
+    after = moves(LINE, weight, fit, geometry=geometry, tol=0.0,
+                  generator=torch.Generator().manual_seed(0))
+    return fit, after, [r for r in runs if r != 2]  # 2: the two-cluster fits of the gains
+
+
+@pytest.mark.parametrize("ratio, tried", [(1.04, True), (1.06, False)])
+def test_a_move_estimated_up_to_5_percent_above_the_distortion_is_tried(monkeypatch, ratio,
+                                                                        tried):
+    fit, after, runs = _spied_moves(monkeypatch, ratio)
+    assert bool(runs) == tried
+    if tried:  # the line's good move: 8 and 12 separated, 29.8 and 30.2 together
+        assert after.inertia < 0.1 * fit.inertia
+
+
+def test_a_move_runs_past_its_first_iteration_only_when_that_lowers_the_distortion(
+        monkeypatch):
+    from skxclust import _split_merge
+
+    fit, after, runs = _spied_moves(monkeypatch, 1.0)
+    assert runs == [1, 5]  # the probe, then the rest of the move's 6 iterations
+    assert after.inertia < fit.inertia and after.n_iter > fit.n_iter
+
+    # a move that makes things worse: its halves are two copies of a far-away point
+    def far_halves(X, sample_weight, labels, nearest, geometry, generator, seed_centers):
+        gains = torch.arange(5, dtype=F64)
+        return gains, [torch.full((2, 1), 1e3, dtype=F64)] * 5
+
+    monkeypatch.setattr(_split_merge, "_split_gains", far_halves)
+    fit, after, runs = _spied_moves(monkeypatch, 1.0)
+    assert runs == [1]  # the probe only
+    assert after.inertia == fit.inertia and after.n_iter == fit.n_iter
+    torch.testing.assert_close(after.centers, fit.centers)
