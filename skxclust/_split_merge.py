@@ -144,17 +144,35 @@ def _grouped_two_means(jobs, geometry) -> list | None:
     return [(float(inertia[j]), fit.centers[2 * j:2 * j + 2]) for j in range(len(jobs))]
 
 
-def _to_halves(X, distances, split: int, halves, geometry) -> torch.Tensor:
-    """Distances (n, 2) of the rows to the two halves of cluster ``split``, computed for
-    the rows that have ``split`` among their :data:`_HALF_ROWS_NEAREST` nearest centroids
-    (``distances``, (n, K)); infinite for the others, which the estimate then keeps with
-    the centroids they have."""
+def _to_halves(X, distances, splits: list[int], halves, geometry) -> dict:
+    """Distances (n, 2) of the rows to the two halves of each cluster of ``splits``
+    (``halves[c]``: (2, D)), computed for the rows that have ``c`` among their
+    :data:`_HALF_ROWS_NEAREST` nearest centroids (``distances``, (n, K)); infinite for the
+    others, which the estimate then keeps with the centroids they have. ``{c: (n, 2)}``.
+
+    Where the geometry has a grouped form (1-D signals: their small fits cost what a call
+    costs), every cluster's rows meet its own halves in one grouped assignment, else one
+    :meth:`pairwise` per cluster.
+    """
     nearest = distances.topk(min(_HALF_ROWS_NEAREST, distances.shape[1]), dim=1,
                              largest=False).indices
-    rows = torch.nonzero((nearest == split).any(dim=1))[:, 0]
-    out = distances.new_full((X.shape[0], 2), torch.inf)
-    if rows.numel():
-        out[rows] = geometry.pairwise(X[rows], halves)
+    rows = {c: torch.nonzero((nearest == c).any(dim=1))[:, 0] for c in splits}
+    out = {c: distances.new_full((X.shape[0], 2), torch.inf) for c in splits}
+    live = [c for c in splits if rows[c].numel()]
+    grouped = None
+    if len(live) > 1:
+        row_groups = torch.cat([torch.full((rows[c].numel(),), j, dtype=torch.long,
+                                           device=X.device) for j, c in enumerate(live)])
+        grouped = geometry.grouped(row_groups, torch.arange(
+            len(live), device=X.device).repeat_interleave(2))
+    if grouped is None:
+        for c in live:
+            out[c][rows[c]] = geometry.pairwise(X[rows[c]], halves[c])
+        return out
+    stacked = torch.cat([rows[c] for c in live])
+    pairwise = grouped.assign(X[stacked], torch.cat([halves[c] for c in live])).pairwise
+    for j, c in enumerate(live):
+        out[c][rows[c]] = pairwise[row_groups == j][:, 2 * j:2 * j + 2]
     return out
 
 
@@ -170,11 +188,11 @@ def _best_move(X, sample_weight, distances, gains, halves, geometry):
     n_clusters = distances.shape[1]
     w64 = sample_weight.to(torch.float64)
     best = None
-    for split in torch.argsort(gains, descending=True, stable=True)[:_SPLIT_CANDIDATES].tolist():
-        if halves[split] is None:
-            continue
-        options = torch.cat([distances, _to_halves(X, distances, split, halves[split],
-                                                   geometry)], 1)
+    splits = [c for c in torch.argsort(gains, descending=True, stable=True).tolist()
+              if halves[c] is not None][:_SPLIT_CANDIDATES]
+    to_halves = _to_halves(X, distances, splits, halves, geometry)
+    for split in splits:
+        options = torch.cat([distances, to_halves[split]], 1)
         options[:, split] = torch.inf
         two = options.topk(2, dim=1, largest=False)
         estimate = torch.full((n_clusters,), float(w64 @ two.values[:, 0].to(torch.float64)),

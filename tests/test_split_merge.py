@@ -1,5 +1,6 @@
 """The estimate that picks a split–merge move (skxclust._split_merge)."""
 
+import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_digits
@@ -23,7 +24,7 @@ def test_the_halves_are_aligned_to_the_rows_with_the_split_centroid_among_their_
         digits, split):
     X, centers, geometry, distances = digits
     halves = torch.stack([centers[split] * 0.9, 0.5 * (centers[split] + X[split * 30 + 1])])
-    out = _to_halves(X, distances, split, halves, geometry)
+    out = _to_halves(X, distances, [split], {split: halves}, geometry)[split]
     rank = distances.argsort(dim=1).argsort(dim=1)[:, split]
     near = rank < _HALF_ROWS_NEAREST
     assert _HALF_ROWS_NEAREST == 3
@@ -31,6 +32,40 @@ def test_the_halves_are_aligned_to_the_rows_with_the_split_centroid_among_their_
     # the others keep the centroids they have: not counted as moving to a half
     assert bool(torch.isinf(out[~near]).all())
     torch.testing.assert_close(out[near], geometry.pairwise(X[near], halves), rtol=0, atol=0)
+
+
+def test_the_halves_of_several_signal_clusters_are_aligned_in_one_grouped_call_as_alone(
+        monkeypatch):
+    from skxclust import _warp_geometry
+
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 1, 60)
+    X = torch.as_tensor(np.concatenate([np.sin(2 * np.pi * (f * t + rng.uniform(0, 1, (20, 1))))
+                                        for f in (1, 2, 3)]), dtype=F64)
+    geometry = SpatialTransformerKMeans(3, random_state=0)._make_geometry(60, 0.5)
+    centers = X[[0, 20, 40]]
+    distances = geometry.pairwise(X, centers)
+    halves = {c: torch.stack([X[20 * c + 1], X[20 * c + 2]]) for c in range(3)}
+    calls = []
+    monkeypatch.setattr(_warp_geometry.WarpGeometry, "pair_warps", spy_calls(
+        _warp_geometry.WarpGeometry.pair_warps, calls))
+    together = _to_halves(X, distances, [2, 0], halves, geometry)
+    assert len(calls) == 1  # one grouped assignment (one chunk: 60 rows)
+    for c in (2, 0):
+        alone = _to_halves(X, distances, [c], halves, geometry)[c]
+        assert torch.equal(torch.isfinite(together[c]), torch.isfinite(alone))
+        # the same fits up to the path of the solver: a 1-D fit that starts from a whole
+        # shift and takes its affine steps on the coarse level depends on the pairs beside
+        # it by rounding (here up to 1.2 %)
+        torch.testing.assert_close(together[c], alone, rtol=0.05, atol=1e-9)
+    assert len(calls) == 3
+
+
+def spy_calls(method, calls):
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return method(*args, **kwargs)
+    return spy
 
 
 # -- which move is tried, and the one-iteration probe -----------------------------------
@@ -42,11 +77,15 @@ LINE_CENTERS = torch.tensor([[0.0], [10.0], [20.0], [29.8], [30.2]], dtype=F64)
 
 
 class SquaredEuclidean:
-    """The one geometry method the estimate of a move calls."""
+    """The geometry methods the estimate of a move calls."""
 
     @staticmethod
     def pairwise(X, centers):
         return torch.cdist(X, centers) ** 2
+
+    @staticmethod
+    def grouped(row_groups, center_groups):
+        return None  # no grouped form: one pairwise per cluster
 
 
 @pytest.mark.parametrize("rank, chosen", [(1, True), (2, True), (3, False)])
