@@ -188,11 +188,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         After the Lloyd iterations of an in-memory :meth:`fit`, up to this many
         split–merge moves: one cluster is removed (its members go to their second-nearest
         centroid) and another split in two, when the estimate of the result is at most 5 %
-        above the current distortion; one Lloyd iteration probes the move, the rest of
-        ``2 * max_iter`` (the move's fit starts far from convergence) follow only if it
-        lowered the distortion, and the move is kept only if the distortion falls: this
-        repairs fits with two shapes in one cluster and one in two, which Lloyd cannot
-        undo. 0 turns it off (as do dask and streaming fits, which make no moves).
+        above the current distortion; ``2 * max_iter`` Lloyd iterations follow (the move's
+        fit starts far from convergence; the first probes a move estimated above: the rest
+        run only if it lowered the distortion), and the move is kept if the distortion falls.
+        This repairs fits with two shapes in one cluster and one in two, which Lloyd
+        cannot undo. 0 turns it off (as do dask and streaming fits, which make no moves).
     init : {"k-means+merge", "k-means", "k-means++", "random"} or array-like of shape \
             (n_clusters, n_features), default="k-means+merge"
         "k-means+merge": Euclidean k-means with ``2 * n_clusters`` clusters, one warped

@@ -17,10 +17,11 @@ centroid) and splits another in two, keeping the number of clusters:
   distortion: the estimate is that of the move before any Lloyd iteration, which the
   iterations then lower (on an affine-deformed MNIST fit with two classes in one cluster
   the estimate was 2.1 % above and one iteration already 0.5 % below). The halves replace
-  ``c`` and ``a`` and one Lloyd iteration runs (the *probe*); only if it lowers the
-  distortion of the whole fit do the other iterations run, and the move is kept only if
-  the distortion they reach is lower than before the move. A move that does not pay off
-  costs one iteration.
+  ``c`` and ``a`` and the Lloyd iterations run; when the estimate is above the current
+  distortion, one iteration runs first (the *probe*) and the others only if it lowered
+  the distortion of the whole fit, so such a move costs one iteration when it does not
+  pay off. The move is kept only if the distortion the iterations reach is lower than
+  before the move.
 
 Only the fit's own objective decides; no labels are used. Classical in k-means
 (e.g. the "jump" moves of Hamerly's and Ding's split–merge k-means variants); here it is
@@ -265,11 +266,13 @@ class SplitMerge:
             start = fit.centers.clone()
             start[split], start[removed] = halves[split][0], halves[split][1]
             pairwise: list = []  # the (n, K) distances of the new fit, for the next move
-            # the probe: one Lloyd iteration; the move goes on only if it already lowers
-            # the distortion of the whole fit
-            moved = best_restart(lloyd(X, start[None], geometry, sample_weight, 1, tol,
+            # a move estimated above the distortion is probed: one Lloyd iteration, and
+            # the others only if it already lowers the distortion of the whole fit
+            probed = not estimate < fit.inertia and self.max_iter > 1
+            moved = best_restart(lloyd(X, start[None], geometry, sample_weight,
+                                       1 if probed else self.max_iter, tol,
                                        pairwise=pairwise))
-            if moved.inertia < fit.inertia and self.max_iter > 1:
+            if probed and moved.inertia < fit.inertia:
                 probe, pairwise = moved, []
                 moved = best_restart(lloyd(X, probe.centers[None], geometry, sample_weight,
                                            self.max_iter - 1, tol, pairwise=pairwise))

@@ -163,6 +163,8 @@ def test_a_move_runs_past_its_first_iteration_only_when_that_lowers_the_distorti
     fit, after, runs = _spied_moves(monkeypatch, 1.0)
     assert runs == [1, 5]  # the probe, then the rest of the move's 6 iterations
     assert after.inertia < fit.inertia and after.n_iter > fit.n_iter
+    # a move estimated below the distortion runs its 6 iterations at once
+    assert _spied_moves(monkeypatch, 0.99)[2] == [6]
 
     # a move that makes things worse: its halves are two copies of a far-away point
     def far_halves(X, sample_weight, labels, nearest, geometry, generator, seed_centers):
