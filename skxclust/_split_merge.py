@@ -42,9 +42,10 @@ __all__ = ["SplitMerge"]
 
 # A move is tried when its estimated distortion, before any Lloyd iteration, is within this
 # fraction above the current one: the Lloyd iterations that follow the move lower it
-# further, and only the distortion they reach decides whether the move is kept. 2 % let
-# 2 of 15 affine-deformed MNIST-5k fits keep two classes in one cluster (estimates 2.1 %
-# and 2.6 % above; the moves, tried, lowered the distortion by 1.1-2.1 %).
+# further, and only the distortion they reach decides whether the move is kept. With 2 %
+# an affine-deformed MNIST-5k fit kept two classes in one cluster: the repairing move was
+# estimated 2.1 % above its distortion, one Lloyd iteration after it was 0.5 % below,
+# the move's iterations 1.1 % below (held-out ACC 0.791 -> 0.895).
 _SLACK = 0.05
 
 # The clusters of largest split gain whose moves are estimated (each with every cluster to
