@@ -114,6 +114,16 @@ def _split_gains(X, sample_weight, labels, nearest, geometry, generator, seed_ce
     return gains, halves
 
 
+def _two_per_group(geometry, sizes: list[int], device):
+    """``(row_groups, grouped)``: the group (n,) of each row of consecutive groups of
+    ``sizes`` rows, and the geometry's grouped form for two centroids per group, in group
+    order (None where it has none)."""
+    row_groups = torch.repeat_interleave(torch.arange(len(sizes), device=device),
+                                         torch.tensor(sizes, device=device))
+    return row_groups, geometry.grouped(
+        row_groups, torch.arange(len(sizes), device=device).repeat_interleave(2))
+
+
 def _grouped_two_means(jobs, geometry) -> list | None:
     """The two-cluster fits of the split candidates ``jobs`` (of :func:`_split_gains`) as
     one Lloyd run over all their rows in the geometry's grouped form (each candidate's rows
@@ -128,10 +138,7 @@ def _grouped_two_means(jobs, geometry) -> list | None:
         return None
     rows = torch.cat([job[2] for job in jobs])
     device = rows.device
-    row_groups = torch.cat([torch.full((job[2].shape[0],), j, dtype=torch.long, device=device)
-                            for j, job in enumerate(jobs)])
-    grouped = geometry.grouped(row_groups,
-                               torch.arange(len(jobs), device=device).repeat_interleave(2))
+    row_groups, grouped = _two_per_group(geometry, [job[2].shape[0] for job in jobs], device)
     if grouped is None:
         return None
     weight = torch.cat([job[3] for job in jobs])
@@ -163,16 +170,14 @@ def _to_halves(X, distances, splits: list[int], halves, geometry) -> dict:
     live = [c for c in splits if rows[c].numel()]
     grouped = None
     if len(live) > 1:
-        row_groups = torch.cat([torch.full((rows[c].numel(),), j, dtype=torch.long,
-                                           device=X.device) for j, c in enumerate(live)])
-        grouped = geometry.grouped(row_groups, torch.arange(
-            len(live), device=X.device).repeat_interleave(2))
+        row_groups, grouped = _two_per_group(geometry, [rows[c].numel() for c in live],
+                                             X.device)
     if grouped is None:
         for c in live:
             out[c][rows[c]] = geometry.pairwise(X[rows[c]], halves[c])
         return out
     stacked = torch.cat([rows[c] for c in live])
-    pairwise = grouped.assign(X[stacked], torch.cat([halves[c] for c in live])).pairwise
+    pairwise = grouped.pairwise(X[stacked], torch.cat([halves[c] for c in live]))
     for j, c in enumerate(live):
         out[c][rows[c]] = pairwise[row_groups == j][:, 2 * j:2 * j + 2]
     return out

@@ -294,14 +294,14 @@ class WarpGeometry(Geometry):
     def pairwise(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
         """Deformation-invariant squared distances, shape (n, K).
 
-        The same fits as :meth:`assign` (screening included), so the row-wise argmin is
-        the assigned label; with screening, the distances to centroids that were not
-        kept as a sample's candidates are the full-resolution energies of the warps reached
-        when they were dropped (upper bounds of their optimum).
+        The same fits as :meth:`assign` (screening included; grouped, infinite to other
+        groups' centroids), so the row-wise argmin is the assigned label; with screening,
+        the distances to centroids dropped from a sample's candidates are the full-resolution
+        energies of the warps reached when they were dropped (upper bounds of the optimum).
         """
-        return torch.cat(self.map_chunks(lambda rows: self.pair_warps(X[rows], centers)[0],
-                                         X, desc="SpatialTransformerKMeans: aligning",
-                                         n_centers=centers.shape[0]))
+        return torch.cat(self.map_chunks(
+            lambda rows: self.pair_warps(X[rows], centers, allowed=self._allowed(rows))[0],
+            X, desc="SpatialTransformerKMeans: aligning", n_centers=centers.shape[0]))
 
     def for_rows(self, X: torch.Tensor, sample_weight: torch.Tensor) -> WarpGeometry:
         """This geometry for the passes of one Lloyd run over the rows X, and no others.
@@ -327,6 +327,10 @@ class WarpGeometry(Geometry):
         grouped = copy.copy(self)
         grouped.groups = (row_groups, center_groups, int(torch.bincount(center_groups).max()))
         return grouped
+
+    def _allowed(self, rows) -> torch.Tensor | None:
+        """The pairs (rows, K) fitted: in a grouped geometry a row's group's; None: all."""
+        return None if self.groups is None else self.groups[0][rows, None] == self.groups[1]
 
     def relocate(self, X, centers, weight, assignment) -> None:
         """:meth:`Geometry.relocate`; in a grouped run within each group."""
@@ -369,15 +373,11 @@ class WarpGeometry(Geometry):
                 n_centers, self.n_candidates or n_centers):
             cap = FIRST_PASS_CANDIDATES
         model = self.model(X)
-        kept = None
-        if run is not None:
-            kept = X.new_empty(n, n_centers, model.n_basis, model.ndim)
+        kept = None if run is None else X.new_empty(n, n_centers, model.n_basis, model.ndim)
 
         def chunk(rows):  # each chunk writes its own rows and returns its warps
-            allowed = None if self.groups is None else (
-                self.groups[0][rows, None] == self.groups[1][None])
-            losses, warps = self.pair_warps(
-                X[rows], centers, None if start is None else start[rows], cap, allowed)
+            losses, warps = self.pair_warps(X[rows], centers, None if start is None else
+                                            start[rows], cap, self._allowed(rows))
             distances[rows] = losses
             dists[rows], labels[rows] = losses.min(dim=1)
             if kept is not None:
