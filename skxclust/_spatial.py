@@ -19,6 +19,7 @@ from ._split_merge import SplitMerge
 from ._validation import resolve_image_shape
 from ._warp_geometry import WarpGeometry
 from .nn.appearance import APPEARANCES
+from .nn.graduated import auto_blur_widths, check_blur_widths
 from .nn.tps import grid_size_from_landmarks
 from .nn.warps import TRANSFORMS
 
@@ -49,10 +50,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     budget: each (sample, centroid) pair is a small non-linear least-squares problem
     (``2 * n_landmarks`` unknowns), solved by Levenberg–Marquardt steps (damped
     Gauss–Newton; the energy never rises) for all pairs of a chunk of ``batch_size``
-    samples at once, the affine part first (coarse to fine). Doubling every step count
-    moved the mean held-out accuracy over 5 splits by -0.003 on digits and +0.003 on
-    MNIST-5k (see the user guide). The TPS system is inverted once, so a warp costs one
-    matrix product with the landmark offsets.
+    samples at once, the affine part first, from blurred centroids to the sharp one
+    (``centroid_blur``) and from half resolution to full (``coarse_steps``).
 
     Lloyd iterations assign each sample to the centroid with the smallest warped distance,
     then set each centroid to the adjoint-weighted average :math:`\sum_i S_i^\top x_i /
@@ -61,12 +60,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     that does not lower the distortion for the fixed warps; ``update_steps``
     conjugate-gradient steps go on towards the least-squares solution of
     :math:`(\sum_i S_i^\top S_i)\,\mu = \sum_i S_i^\top x_i` (off by default). The
-    first assignment of a Lloyd run fits every pair's warp from the identity, exactly as
-    :meth:`predict` does on new rows; the passes after it continue each pair from the warp
-    the previous pass reached (a quarter of ``n_steps`` Levenberg–Marquardt steps at full
-    resolution: the same energy from a closer start, at about a sixth of the cost), and
-    the run ends with an assignment from the identity again, so ``labels_`` is
-    ``predict(X_train)`` and ``inertia_`` its distortion.
+    first assignment of a Lloyd run fits every warp from the identity as :meth:`predict`
+    does; the passes after it continue each pair from the warp the previous pass reached
+    (``n_steps / 4`` steps: the same energy from a closer start, a sixth of the cost), and
+    the run ends with a fit from the identity again: ``labels_`` is ``predict(X_train)``.
 
     The default initialisation over-segments with Euclidean k-means (``2 * n_clusters``
     clusters, best of 10 k-means++ runs), sharpens them by one warped Lloyd step and merges
@@ -114,6 +111,15 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         and only the candidates are fitted at full resolution. The distance is always the
         full-resolution energy of the fitted warp. None (and images too small for a
         coarse level, e.g. 8 x 8) runs every step at full resolution.
+    centroid_blur : "auto", sequence of float or None, default="auto"
+        Graduated warp fits: a fit from the identity (:meth:`predict`, a Lloyd run's
+        first pass and final assignment) first warps the centroids blurred by a Gaussian
+        of each width in turn (pixels, decreasing), continuing every pair's warp from one
+        to the next by ``n_steps / 4`` steps, and ends with as many on the sharp centroid:
+        the distance is the sharp one, only the optimiser's path changes (a sharp stroke
+        no longer locks onto the wrong stroke of the sample). "auto": ``(s / 14, s / 28)``
+        for the shorter image side ``s`` ((2, 1) on 28 x 28), none for 1-D signals. None
+        or (): every fit from the identity on the sharp centroid.
     warp_dtype : {"float32", "float64"}, default="float32"
         Precision of the warp fits, whatever the dtype of X. The distances (hence
         ``predict``, ``transform``, ``score``), the evidence and the relevance of
@@ -152,15 +158,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         centroid is the effective centroid: relevance still sums to the evidence),
         :meth:`align` (the transformation undone) and :meth:`score` (the coefficients
         count in the Laplace volume, so GridSearchCV can compare the families) all use
-        the fitted transformation. "none": the warp alone. Held-out ACC over 5 MNIST-5k
-        splits (one seed each): "none" 0.933, "intensity" 0.942, "intensity+thickness"
-        0.943 at 1.3x the fit time of "intensity"; digits 0.957, 0.960, 0.958 (see the
-        user guide).
+        the fitted transformation. "none": the warp alone (measurements: user guide).
     appearance_penalty : float, default=1.0
         Weight ``kappa`` > 0 of the appearance penalty ``kappa * (c(x) ((g - 1)^2 + t^2 g^2)
         + P o^2)`` (``c(x)`` the sample's contrast, ``P`` the number of pixels). Larger
-        values keep the transformation nearer the identity (MNIST-5k, "intensity": 0.3
-        0.944, 1 0.942, 3 0.937; digits: 0.3 0.955, 1 0.960).
+        values keep the transformation nearer the identity.
     n_candidates : int or None, default=None
         Screening: after the affine steps and ``screen_steps`` full steps, at most this
         many centroids (those of lowest energy) keep being fitted for a sample. None: no
@@ -171,19 +173,15 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         sample's lowest keep being fitted (their fits are unchanged by the screening); the
         others keep the warp reached, whose distance is an upper bound of their optimum.
         The number of candidates adapts to the sample: 2.6 on average on MNIST-5k with 10
-        clusters, more where the choice is close. On 600 held-out MNIST rows no label
-        differed from a fit without screening at 2.0 (at 1.5, 4; a centroid can start at
-        1.8 times the lowest energy and end lowest). With ``screen_ratio`` and
+        clusters, more where the choice is close. With ``screen_ratio`` and
         ``n_candidates`` both None every pair is fitted fully. :meth:`predict`,
         :meth:`transform`, :meth:`score`, :meth:`decision_function` and :meth:`explain`
         all use the same fits, so ``transform(X).argmin(1) == predict(X)``.
     update_steps : int, default=0
         Conjugate-gradient steps towards the least-squares centroid for fixed warps; 0 keeps
         the better (lower distortion) of the previous centroid and the adjoint-weighted
-        average of the members. The least-squares centroid undoes the blur of the
-        members' resampling (a deconvolution) and sharpens noise with it: with 10 steps the
-        training accuracy fell over the Lloyd iterations (digits 0.96 -> 0.92) and held-out
-        accuracy was 0.03 lower on digits and MNIST-5k subsets than with 0.
+        average of the members. The least-squares centroid deconvolves the members'
+        resampling blur and sharpens noise with it (10 steps: held-out ACC 0.03 lower).
     split_merge_moves : int, default=2
         After the Lloyd iterations of an in-memory :meth:`fit`, up to this many
         split–merge moves: one cluster is removed (its members go to their second-nearest
@@ -206,10 +204,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         are used). "auto" is 10 for "random" and 1 otherwise.
     max_iter : int, default=5
         Maximum number of Lloyd iterations per init (and after each split–merge move).
-        The training accuracy of a MNIST-5k fit settles after 2 or 3 iterations while the
-        distortion keeps falling by a fraction of a percent per iteration, so a run
-        usually stops here: held-out accuracy over 5 splits was the same with 10
-        iterations (see the user guide), at half the time.
+        A MNIST-5k fit's training accuracy settles after 2 or 3 iterations; 10 gave the
+        same held-out accuracy (user guide) at twice the time.
     tol : float, default=1e-4
         Relative tolerance on the centroid shift (scaled by the mean feature variance).
     batch_size : int, default=64
@@ -268,10 +264,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     log-evidence of the rows (see :meth:`score`), not minus the distortion: distortion
     always falls as the warp gets more freedom, so it cannot compare ``n_landmarks`` or
     ``warp`` settings, while the evidence charges each setting for the warp parameters the
-    data determine; ``GridSearchCV`` over ``n_landmarks``, ``warp`` or the penalties
-    therefore works with the default scorer. Memory
-    is bounded by ``batch_size * n_clusters * n_features``, never ``n_samples * n_clusters
-    * n_features``.
+    data determine: ``GridSearchCV`` over them works with the default scorer. Memory is
+    O(``batch_size * n_clusters * n_features``), never ``n_samples * n_clusters``.
 
     :meth:`partial_fit` streams chunks (the first is seeded by the ``init`` method): each
     step solves the chunk's least-squares centroid problem plus the old centroid weighted
@@ -315,6 +309,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         "update_steps": [Interval(Integral, 0, None, closed="left")],
         "split_merge_moves": [Interval(Integral, 0, None, closed="left")],
         "coarse_steps": [None, Interval(Integral, 0, None, closed="left")],
+        "centroid_blur": [StrOptions({"auto"}), None, "array-like"],
         "subsample": [None, Interval(Integral, 1, None, closed="left")],
         "warp_dtype": [StrOptions({"float32", "float64"})],
         "appearance": [StrOptions({"none", *APPEARANCES})],
@@ -335,6 +330,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         affine_steps=5,
         screen_steps=3,
         coarse_steps=3,
+        centroid_blur="auto",
         warp_dtype="float32",
         subsample=4000,
         warp_penalty=0.5,
@@ -372,6 +368,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         self.update_steps = update_steps
         self.split_merge_moves = split_merge_moves
         self.coarse_steps = coarse_steps
+        self.centroid_blur = centroid_blur
         self.warp_dtype = warp_dtype
         self.subsample = subsample
         self.init = init
@@ -387,8 +384,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     # -- hooks of BaseTorchKMeans ------------------------------------------------------
     def _make_geometry(self, n_features: int, affine_penalty=None) -> WarpGeometry:
         affine_penalty = self._affine_penalty_value() if affine_penalty is None else affine_penalty
+        shape = resolve_image_shape(self.image_shape, n_features)
+        blur = self.centroid_blur
         return WarpGeometry(
-            resolve_image_shape(self.image_shape, n_features),
+            shape, blur_widths=auto_blur_widths(shape) if isinstance(blur, str) else
+            check_blur_widths(blur, "centroid_blur"),
             n_landmarks=self.n_landmarks, transform=self.warp, n_steps=self.n_steps,
             learning_rate=self.learning_rate, affine_steps=self.affine_steps,
             screen_steps=self.screen_steps,

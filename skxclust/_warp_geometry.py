@@ -24,11 +24,11 @@ from .nn.centroid_update import (
     normal_sums,
     solve_normal_equations,
 )
+from .nn.graduated import graduated_fit_warps
 from .nn.pair_batch import pair_scale, warp_energy
 from .nn.pyramid import coarse_shape
 from .nn.warp_evidence import pixel_noise_variance, warp_log_volume
 from .nn.warp_refit import refit_warps
-from .nn.warp_solver import fit_warps
 from .nn.warps import make_warp_model, unwarp_images, warp_images
 
 __all__ = ["FIRST_PASS_CANDIDATES", "PairFit", "WarpGeometry"]
@@ -41,12 +41,9 @@ __all__ = ["FIRST_PASS_CANDIDATES", "PairFit", "WarpGeometry"]
 # Euclidean k-means centroids): nearly all of them are within the screening ratio of the
 # lowest (8.1 of 10 per MNIST row, 9.3 of the initialisation's 20; 2.5 of 10 in the later
 # passes), so that pass cost about twice a later fresh one. The pass only seeds the first
-# update and the warps the next pass continues from (the dropped pairs continue from where
-# they were dropped); the run's final assignment fits as predict does (refine). On a
-# 3,333-row MNIST fit: the first Lloyd pass 5.8 s instead of 11.5 s, the final distortion
-# within 0.05 %; the initialisation's first pass 2.4 s instead of 4.0-4.9 s. Over 15
-# MNIST-5k fits (bench_quality) held-out ACC 0.936 without the cap, 0.936 with it on the
-# Lloyd iterations, 0.938 with it on the initialisation too.
+# update and the warps the next pass continues from (dropped pairs continue from where
+# they were dropped); the run's final assignment fits as predict does (refine). 3,333-row
+# MNIST fit: first Lloyd pass 5.8 s instead of 11.5 s, final distortion within 0.05 %.
 FIRST_PASS_CANDIDATES = 3
 
 
@@ -59,7 +56,9 @@ class WarpGeometry(Geometry):
     onto the sample (the sample is never resampled), and the warp is the optimum of this
     regularised fit (:func:`skxclust.nn.warp_solver.fit_warps`).
 
-    An assignment fits the warps afresh, from the identity (``predict``'s schedule). Within
+    An assignment fits the warps afresh, from the identity (``predict``'s schedule; from
+    centroids blurred by ``blur_widths`` pixels to sharp ones, see
+    :func:`skxclust.nn.graduated.graduated_fit_warps`). Within
     one Lloyd run (:meth:`for_rows`) the passes after the first continue every pair's warp
     from the previous pass (:func:`skxclust.nn.warp_refit.refit_warps`), and the run's
     final assignment (:meth:`refine`) fits afresh again, so a fit assigns its rows exactly
@@ -78,7 +77,7 @@ class WarpGeometry(Geometry):
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
                  update_steps, batch_size, screen_ratio=None, coarse_steps=None,
                  warp_dtype=None, n_clusters=None, appearance=None, appearance_penalty=1.0,
-                 verbose=0):
+                 blur_widths=(), verbose=0):
         self.image_shape = image_shape
         self.signal = min(image_shape) == 1  # a 1-D signal, warped along its one axis
         self.n_landmarks = n_landmarks
@@ -95,6 +94,7 @@ class WarpGeometry(Geometry):
         self.n_clusters = n_clusters  # of the model: sets the pairs per chunk (map_chunks)
         self.screen_ratio = screen_ratio
         self.coarse_steps = coarse_steps
+        self.blur_widths = tuple(blur_widths)  # a fresh fit's centroid blurs (nn/graduated)
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
         # None, or the appearance transformation fitted for every pair (nn/appearance.py)
         self.appearance = None if appearance is None else Appearance(appearance,
@@ -157,8 +157,7 @@ class WarpGeometry(Geometry):
         centers : Tensor of shape (K, P)
         start : Tensor of shape (B, K, n_basis, ndim), optional
             Warps to continue from (:attr:`warm_steps` steps at full resolution, see
-            :func:`~skxclust.nn.warp_refit.refit_warps`); None: the full schedule from the
-            identity.
+            :func:`~skxclust.nn.warp_refit.refit_warps`); None: the full (graduated) fit.
         cap : int, optional
             At most this many candidates per row, besides ``n_candidates`` (the first
             pass of a Lloyd run, see :data:`FIRST_PASS_CANDIDATES`).
@@ -183,8 +182,9 @@ class WarpGeometry(Geometry):
             Xs, Cs = (X / scale).to(solve), (centers / scale).to(solve)
             penalty = (contrast / (scale * scale)).to(solve)
         if start is None:
-            energies, warps = fit_warps(
-                Xs, Cs, self.model(Xs), penalty=penalty,
+            energies, warps = graduated_fit_warps(
+                Xs, Cs, self.model(Xs), widths=self.blur_widths, refit_steps=self.warm_steps,
+                penalty=penalty,
                 bending_weight=self.warp_penalty, affine_weight=self.affine_penalty,
                 n_steps=self.n_steps, affine_steps=self.affine_steps,
                 n_candidates=n_candidates, screen_ratio=self.screen_ratio,

@@ -347,6 +347,10 @@ PARAM_CASES = [
     _param("screen_ratio", 0.5, exc=_IPE, estimators=_S),
     _param("screen_ratio", "1.5", exc=_IPE, estimators=_S),
     _param("coarse_steps", -1, exc=_IPE, estimators=_S),
+    _param("centroid_blur", (1.0, 2.0), estimators=_S),
+    _param("centroid_blur", (-1.0,), estimators=_S),
+    _param("centroid_blur", ("a",), estimators=_S),
+    _param("centroid_blur", "wide", exc=_IPE, estimators=_S),
     _param("warp_dtype", "float16", exc=_IPE, estimators=_S),
     _param("subsample", 0, exc=_IPE, estimators=_S),
 ]

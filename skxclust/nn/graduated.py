@@ -1,0 +1,180 @@
+r"""Warp fits that run from blurred centroids to the sharp one (graduated optimisation).
+
+Pure torch; no scikit-learn import. Shapes as in :mod:`skxclust.nn.warp_solver`: ``B``
+samples of a chunk, ``K`` centroids, ``P`` pixels.
+
+The energy of a pair as a function of its warp has many local minima when the centroid
+has sharp strokes: a fit from the identity can lock a stroke onto the wrong stroke of the
+sample. Blurring the centroid with a Gaussian smooths that landscape (its minima merge
+into the ones that matter), so :func:`graduated_fit_warps` first fits every pair to the
+blurred centroid, then continues the warps (:func:`~skxclust.nn.warp_refit.refit_warps`)
+on less and less blurred versions and ends on the sharp centroid itself: the energy it
+reports is the sharp one, the same distance as :func:`~skxclust.nn.warp_solver.fit_warps`
+minimises, from a better start. Measured on MNIST-5k (held-out rows of 5 splits, fixed
+fitted centroids): blur widths (2, 1) pixels lowered the summed energy in every split (e.g.
+12246 -> 12223) and raised held-out ACC from 0.943 to 0.954 on average, where doubling
+the steps of the fit from the identity lowered the energy as much and moved ACC by -0.001.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ._checks import check_shape
+from .warp_refit import refit_warps
+from .warp_solver import fit_warps
+from .warps import WarpModel
+
+__all__ = ["auto_blur_widths", "blur_images", "check_blur_widths", "graduated_fit_warps"]
+
+
+def auto_blur_widths(shape: tuple[int, int]) -> tuple[float, ...]:
+    """The default blur widths for images of ``shape``: ``(s / 14, s / 28)`` pixels for
+    the shorter side ``s`` of an image ((2, 1) on 28 x 28, (0.57, 0.29) on 8 x 8), none
+    for a 1-D signal (``H == 1`` or ``W == 1``: its fits start from the best shift).
+
+    Examples
+    --------
+    >>> from skxclust.nn.graduated import auto_blur_widths
+    >>> auto_blur_widths((28, 28)), auto_blur_widths((1, 150))
+    ((2.0, 1.0), ())
+    """
+    side = min(int(shape[0]), int(shape[1]))
+    return () if side == 1 else (side / 14.0, side / 28.0)
+
+
+def check_blur_widths(widths, name: str = "widths") -> tuple[float, ...]:
+    """``widths`` as a tuple of floats; ValueError naming ``name`` unless they are
+    positive and decreasing (None: no blur)."""
+    try:
+        out = () if widths is None else tuple(float(w) for w in widths)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of positive, decreasing widths in "
+                         f"pixels, got {widths!r}.") from None
+    if any(not math.isfinite(w) or w <= 0 for w in out) or any(
+            a < b for a, b in zip(out, out[1:])):
+        raise ValueError(f"{name} must be a sequence of positive, decreasing widths in "
+                         f"pixels, got {widths!r}.")
+    return out
+
+
+def _gaussian_kernel(width: float, dtype: torch.dtype, device) -> torch.Tensor:
+    """Normalised 1-D Gaussian of standard deviation ``width`` pixels, radius 3 widths."""
+    radius = max(1, math.ceil(3.0 * width))
+    t = torch.arange(-radius, radius + 1, dtype=dtype, device=device)
+    kernel = torch.exp(-0.5 * (t / width) ** 2)
+    return kernel / kernel.sum()
+
+
+def blur_images(images: torch.Tensor, shape: tuple[int, int], width: float) -> torch.Tensor:
+    """Gaussian blur of flattened images along every axis longer than one pixel.
+
+    Zero outside the image (as a warp samples it), so ink near the border spreads out of
+    the image as it would be warped out of it.
+
+    Parameters
+    ----------
+    images : Tensor of shape (N, H * W)
+    shape : (H, W)
+    width : float
+        Standard deviation of the Gaussian in pixels; 0 returns ``images`` unchanged.
+
+    Returns
+    -------
+    Tensor of shape (N, H * W)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.graduated import blur_images
+    >>> dot = torch.zeros(1, 49); dot[0, 24] = 1.0  # the centre of a 7 x 7 image
+    >>> blurred = blur_images(dot, (7, 7), 1.0)
+    >>> round(float(blurred.sum()), 3), bool(blurred[0, 24] < 0.2)
+    (1.0, True)
+    """
+    height, width_px = int(shape[0]), int(shape[1])
+    check_shape(images, "images", "(N, P)", P=(height * width_px, "H * W"))
+    if width < 0:
+        raise ValueError(f"width must be >= 0, got {width}.")
+    if width == 0:
+        return images
+    kernel = _gaussian_kernel(float(width), images.dtype, images.device)
+    radius = (kernel.shape[0] - 1) // 2
+    out = images.reshape(-1, 1, height, width_px)
+    if width_px > 1:
+        out = torch.nn.functional.conv2d(out, kernel.view(1, 1, 1, -1), padding=(0, radius))
+    if height > 1:
+        out = torch.nn.functional.conv2d(out, kernel.view(1, 1, -1, 1), padding=(radius, 0))
+    return out.reshape(images.shape)
+
+
+def graduated_fit_warps(
+    samples: torch.Tensor,
+    centroids: torch.Tensor,
+    model: WarpModel,
+    *,
+    widths: Sequence[float],
+    refit_steps: int = 5,
+    **fit_kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The regularised warp of every centroid onto every sample, fitted from blurred
+    centroids to sharp ones.
+
+    :func:`~skxclust.nn.warp_solver.fit_warps` (with ``fit_kwargs``) on the centroids
+    blurred by ``widths[0]`` pixels, then ``refit_steps`` steps of
+    :func:`~skxclust.nn.warp_refit.refit_warps` on the centroids blurred by each further
+    width and finally on the centroids themselves (screened as ``fit_kwargs`` say, on the
+    energies each stage starts from). Without ``widths``, :func:`fit_warps` alone.
+
+    Parameters
+    ----------
+    samples : Tensor of shape (B, P)
+    centroids : Tensor of shape (K, P)
+    model : WarpModel
+        Its ``shape`` is the image shape the blur acts on.
+    widths : sequence of float
+        Gaussian widths in pixels, decreasing, all > 0; empty: no graduation.
+    refit_steps : int, default=5
+        Levenberg–Marquardt steps of each later stage.
+    **fit_kwargs
+        Keyword arguments of :func:`fit_warps` (``penalty`` required).
+
+    Returns
+    -------
+    energies : Tensor of shape (B, K)
+        The energies for the sharp ``centroids`` (the deformation-invariant distance).
+    params : Tensor of shape (B, K, n_basis, D)
+
+    Examples
+    --------
+    A narrow blob two pixels away: from the identity the fit hardly finds it, from the
+    blurred centroid it does:
+
+    >>> import torch
+    >>> from skxclust.nn import make_warp_model
+    >>> from skxclust.nn.tps import pixel_grid
+    >>> p = pixel_grid((12, 12), 2, torch.float64)
+    >>> def blob(cx): return torch.exp(-((p - torch.tensor([cx, 0.0])) ** 2).sum(1) / 0.02)
+    >>> model = make_warp_model((12, 12), 9, "tps", torch.float64)
+    >>> x, mu = blob(0.4)[None], blob(0.0)[None]
+    >>> plain, _ = fit_warps(x, mu, model, penalty=1e-3)
+    >>> graduated, _ = graduated_fit_warps(x, mu, model, widths=(2.0, 1.0), penalty=1e-3)
+    >>> round(float(plain), 2), round(float(graduated), 2)
+    (1.02, 0.05)
+    """
+    widths = check_blur_widths(widths)
+    if not widths:
+        return fit_warps(samples, centroids, model, **fit_kwargs)
+    shape = tuple(model.shape)
+    energies, warps = fit_warps(samples, blur_images(centroids, shape, widths[0]), model,
+                                **fit_kwargs)
+    refit_kwargs = {key: fit_kwargs[key] for key in (
+        "penalty", "bending_weight", "affine_weight", "n_candidates", "screen_ratio",
+        "damping", "appearance", "allowed") if key in fit_kwargs}
+    for width in [*widths[1:], 0.0]:
+        energies, warps = refit_warps(samples, blur_images(centroids, shape, width), model,
+                                      warps, n_steps=refit_steps, **refit_kwargs)
+    return energies, warps
