@@ -15,6 +15,7 @@ from skxclust._relocation import relocate_in_groups
 from skxclust._split_merge import _grouped_two_means, _split_gains
 from skxclust._threads import SIGNAL_CHUNK_SCALE
 from skxclust.nn import make_warp_model
+from skxclust.nn.graduated import graduated_fit_warps
 from skxclust.nn.warp_refit import refit_warps
 from skxclust.nn.warp_solver import fit_warps
 
@@ -69,9 +70,9 @@ def test_a_chunk_of_signals_holds_signal_chunk_scale_times_the_rows(monkeypatch)
 
     def counting(X, *args, **kwargs):
         sizes.append(X.shape[0])
-        return fit_warps(X, *args, **kwargs)
+        return graduated_fit_warps(X, *args, **kwargs)
 
-    monkeypatch.setattr(warp_geometry, "fit_warps", counting)
+    monkeypatch.setattr(warp_geometry, "graduated_fit_warps", counting)
     signal.assign(X, X[:4])
     assert sizes == [128, 72]
 

@@ -280,17 +280,15 @@ def test_with_candidate_screening_labels_predict_and_transform_agree():
     # within 1.02 times its lowest energy, and fit, predict and transform share those fits
     X = load_digits().data[:300]
     st = SpatialTransformerKMeans(5, n_landmarks=9, n_steps=6, screen_steps=1, max_iter=2,
-                                  screen_ratio=1.02, random_state=0, device="cpu",
-                                  centroid_blur=None).fit(X)
+                                  screen_ratio=1.02, random_state=0, centroid_blur=None).fit(X)
     assert st.screen_steps < st.n_steps
     labels = st.predict(X)
     D = st.transform(X)
     np.testing.assert_array_equal(st.labels_, labels)
     np.testing.assert_array_equal(D.argmin(axis=1), labels)
     # screening ran: fitted to the end, the dropped centroids come closer (measured: 1152 of
-    # 1500 distances) and 7 rows change cluster, which a predict or a transform that
-    # skipped the screening would show (without the centroid blur: its stages screen anew,
-    # so a dropped pair can rejoin from another warp and the screened fit is no upper bound)
+    # 1500 distances) and 7 rows change cluster, as a predict skipping the screening would
+    # show (no centroid blur: its stages screen anew, a dropped pair could rejoin elsewhere)
     unscreened = copy.deepcopy(st).set_params(screen_ratio=None).transform(X)
     # the kept pairs are fitted alike, batched differently: float32 rounding (1e-9 seen)
     assert np.all(unscreened <= D * (1 + 1e-6))

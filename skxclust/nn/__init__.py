@@ -18,7 +18,8 @@ from the submodule that holds it:
   (``warp_grids``, ``warp_adjoint``, ``warp_normal``, ``invert_warps``).
 - :mod:`skxclust.nn.warp_solver`: the regularised warp fit of every (sample, centroid) pair
   from the identity (Levenberg–Marquardt), :mod:`~skxclust.nn.warp_refit` (the same fit
-  continued from given warps), :mod:`~skxclust.nn.pair_batch` (the energy and normal
+  continued from given warps), :mod:`~skxclust.nn.graduated` (the fit from blurred
+  centroids to sharp ones), :mod:`~skxclust.nn.pair_batch` (the energy and normal
   equations of a batch of pairs; ``warp_energy``), :mod:`~skxclust.nn.warp_evidence`
   (``warp_log_volume``), :mod:`~skxclust.nn.pyramid` (the coarse level).
 - :mod:`skxclust.nn.appearance`: appearance transformations of a warped centroid (gain,

@@ -168,7 +168,7 @@ def graduated_fit_warps(
     widths = check_blur_widths(widths)
     if not widths:
         return fit_warps(samples, centroids, model, **fit_kwargs)
-    shape = tuple(model.shape)
+    shape = model.shape
     energies, warps = fit_warps(samples, blur_images(centroids, shape, widths[0]), model,
                                 **fit_kwargs)
     refit_kwargs = {key: fit_kwargs[key] for key in (
