@@ -118,8 +118,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         to the next by ``n_steps / 4`` steps, and ends with as many on the sharp centroid:
         the distance is the sharp one, only the optimiser's path changes (a sharp stroke
         no longer locks onto the wrong stroke of the sample). "auto": ``(s / 14, s / 28)``
-        for the shorter image side ``s`` ((2, 1) on 28 x 28), none for 1-D signals. None
-        or (): every fit from the identity on the sharp centroid.
+        for the shorter image side ``s >= 14`` ((2, 1) on 28 x 28); none for smaller
+        images (8 x 8 digits) and 1-D signals. None or (): the plain fit, sharp centroid.
     warp_dtype : {"float32", "float64"}, default="float32"
         Precision of the warp fits, whatever the dtype of X. The distances (hence
         ``predict``, ``transform``, ``score``), the evidence and the relevance of

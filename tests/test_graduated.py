@@ -79,15 +79,16 @@ def test_bad_widths_are_refused_naming_the_parameter(widths):
         check_blur_widths(widths, "centroid_blur")
 
 
-@pytest.mark.parametrize("shape, expected", [((28, 28), (2.0, 1.0)), ((8, 8), (8 / 14, 8 / 28)),
-                                             ((14, 28), (1.0, 0.5)), ((1, 150), ()),
-                                             ((150, 1), ())])
-def test_auto_widths_scale_with_the_shorter_side_and_skip_signals(shape, expected):
+@pytest.mark.parametrize("shape, expected", [((28, 28), (2.0, 1.0)), ((8, 8), ()),
+                                             ((14, 28), (1.0, 0.5)), ((13, 28), ()),
+                                             ((1, 150), ()), ((150, 1), ())])
+def test_auto_widths_scale_with_the_shorter_side_and_skip_small_images(shape, expected):
     assert auto_blur_widths(shape) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("centroid_blur, n_features, expected", [
-    ("auto", 784, (2.0, 1.0)), ("auto", 150, ()), (None, 784, ()), ((), 64, ()),
+    ("auto", 784, (2.0, 1.0)), ("auto", 64, ()), ("auto", 150, ()), (None, 784, ()),
+    ((), 64, ()),
     ([1.5, 0.5], 64, (1.5, 0.5))])
 def test_estimator_passes_its_blur_to_the_geometry(centroid_blur, n_features, expected):
     st = SpatialTransformerKMeans(3, centroid_blur=centroid_blur)

@@ -33,17 +33,20 @@ __all__ = ["auto_blur_widths", "blur_images", "check_blur_widths", "graduated_fi
 
 def auto_blur_widths(shape: tuple[int, int]) -> tuple[float, ...]:
     """The default blur widths for images of ``shape``: ``(s / 14, s / 28)`` pixels for
-    the shorter side ``s`` of an image ((2, 1) on 28 x 28, (0.57, 0.29) on 8 x 8), none
-    for a 1-D signal (``H == 1`` or ``W == 1``: its fits start from the best shift).
+    the shorter side ``s`` of an image ((2, 1) on 28 x 28); none when the first would be
+    under a pixel (``s < 14``: the bilinear resampling smooths as much; on the 8 x 8
+    digits (0.57, 0.29) left the energies of fitted models unchanged, 489.3 against 489.6,
+    at 1.6x the fit time), nor for a 1-D signal (``H == 1`` or ``W == 1``: its fits start
+    from the best whole-sample shift).
 
     Examples
     --------
     >>> from skxclust.nn.graduated import auto_blur_widths
-    >>> auto_blur_widths((28, 28)), auto_blur_widths((1, 150))
-    ((2.0, 1.0), ())
+    >>> auto_blur_widths((28, 28)), auto_blur_widths((8, 8)), auto_blur_widths((1, 150))
+    ((2.0, 1.0), (), ())
     """
     side = min(int(shape[0]), int(shape[1]))
-    return () if side == 1 else (side / 14.0, side / 28.0)
+    return () if side < 14 else (side / 14.0, side / 28.0)
 
 
 def check_blur_widths(widths, name: str = "widths") -> tuple[float, ...]:
