@@ -55,8 +55,7 @@ def check_blur_widths(widths, name: str = "widths") -> tuple[float, ...]:
     try:
         out = () if widths is None else tuple(float(w) for w in widths)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a sequence of positive, decreasing widths in "
-                         f"pixels, got {widths!r}.") from None
+        out = (math.nan,)  # not a sequence of numbers: refused below
     if any(not math.isfinite(w) or w <= 0 for w in out) or any(
             a < b for a, b in zip(out, out[1:])):
         raise ValueError(f"{name} must be a sequence of positive, decreasing widths in "
