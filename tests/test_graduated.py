@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from skxclust import SpatialTransformerKMeans
+from skxclust.nn import graduated
 from skxclust.nn.graduated import (
+    BLURRED_CANDIDATES,
     auto_blur_widths,
     blur_images,
     check_blur_widths,
@@ -71,6 +73,59 @@ def test_no_widths_is_the_plain_fit(model):
     for a, b in zip(plain, graduated_fit_warps(samples, centroids, model, widths=(),
                                                penalty=1e-3)):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("n_centroids, screen, blurred_candidates, expected", [
+    (5, {"screen_ratio": 2.0}, BLURRED_CANDIDATES, (None, 3, None)),
+    (5, {"screen_ratio": 2.0, "n_candidates": 2}, BLURRED_CANDIDATES, (2, 2, 2)),
+    (5, {"n_candidates": 4}, BLURRED_CANDIDATES, (4, 3, 4)),
+    (5, {"n_candidates": 4}, None, (4, 4, 4)),
+    (5, {}, BLURRED_CANDIDATES, (None, None, None)),  # no screening asked: none added
+    (5, {"n_candidates": 5}, BLURRED_CANDIDATES, (5, 5, 5)),  # a cap of K screens nothing
+])
+def test_later_blurred_stages_fit_only_the_lowest_candidates_where_the_fit_screens(
+        model, monkeypatch, n_centroids, screen, blurred_candidates, expected):
+    """The blurred stage after the first (width 1) keeps at most BLURRED_CANDIDATES
+    candidates per sample where the caller screens; the first (width 2) and the sharp
+    stage screen as asked."""
+    seen = []
+
+    def spy(solver):
+        def spied(samples, centroids, *args, **kwargs):
+            seen.append(kwargs.get("n_candidates"))
+            return solver(samples, centroids, *args, **kwargs)
+        return spied
+
+    monkeypatch.setattr(graduated, "fit_warps", spy(graduated.fit_warps))
+    monkeypatch.setattr(graduated, "refit_warps", spy(graduated.refit_warps))
+    samples = narrow_blobs([0.3, -0.2])
+    centroids = narrow_blobs(np.linspace(-0.5, 0.5, n_centroids))
+    energy, _ = graduated_fit_warps(samples, centroids, model, widths=(2.0, 1.0),
+                                    penalty=1e-3, screen_steps=2,
+                                    blurred_candidates=blurred_candidates, **screen)
+    assert tuple(seen) == expected
+    assert energy.shape == (2, n_centroids) and torch.isfinite(energy).all()
+
+
+@pytest.mark.parametrize("widths, coarse_given, expected", [
+    ((2.0, 1.0), True, 12), ((1.0,), True, 12), ((0.9, 0.5), True, 2), ((2.0, 1.0), False, 2)])
+def test_first_stage_runs_on_the_coarse_level_when_its_blur_is_wide(
+        model, monkeypatch, widths, coarse_given, expected):
+    coarse = make_warp_model((6, 6), 9, "tps", F64) if coarse_given else None
+    seen = []
+
+    def spied(*args, **kwargs):
+        seen.append(kwargs["coarse_steps"])
+        return fit_warps(*args, **kwargs)
+
+    monkeypatch.setattr(graduated, "fit_warps", spied)
+    samples, centroids = narrow_blobs([0.3, -0.2]), narrow_blobs([0.0, 0.25])
+    energy, warps = graduated_fit_warps(samples, centroids, model, widths=widths,
+                                        penalty=1e-3, n_steps=12, coarse=coarse,
+                                        coarse_steps=2)
+    assert seen == [expected]
+    assert torch.allclose(energy, warp_energy(samples, centroids, model, warps, 1e-3),
+                          rtol=1e-10)  # the sharp energies, whatever level the start was on
 
 
 @pytest.mark.parametrize("widths", [(1.0, 2.0), (0.0,), (-1.0,), (float("nan"),), ("a",), 3])
