@@ -172,9 +172,8 @@ def graduated_fit_warps(
         Levenberg–Marquardt steps of each later stage.
     blurred_candidates : int or None, default=BLURRED_CANDIDATES
         Cap on the candidates of a sample in the blurred stages after the first, applied
-        only where
-        ``fit_kwargs`` screen (``n_candidates`` below ``K`` or a ``screen_ratio``); None:
-        they screen as the sharp stage does.
+        only where ``fit_kwargs`` screen (``n_candidates`` below ``K`` or a
+        ``screen_ratio``); None: they screen as the sharp stage does.
     **fit_kwargs
         Keyword arguments of :func:`fit_warps` (``penalty`` required).
 
