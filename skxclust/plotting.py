@@ -369,7 +369,8 @@ def plot_pixel_flipping(results, ax=None, *, figsize=None):
     Each curve is the mean normalised evidence ``f_c(x_perturbed) / f_c(x)`` after
     removing a growing fraction of the features, most relevant first (see
     ``benchmarks/bench_faithfulness.py``); a curve that falls faster (a smaller area)
-    means a more faithful ordering. The legend gives each method's area.
+    means a more faithful ordering. The legend gives each method's area; a method has
+    the same colour in every panel.
 
     Parameters
     ----------
@@ -417,6 +418,8 @@ def plot_pixel_flipping(results, ax=None, *, figsize=None):
     else:
         fig = ax.figure
         targets = [(key, ax) for key in groups]
+    # one colour per method in every panel (drawn into one given Axes: matplotlib's cycle)
+    methods = list(dict.fromkeys(rec["method"] for rec in records))
     for key, target_ax in targets:
         prefix = f"{_name(key)}: " if ax is not None and len(groups) > 1 else ""
         for rec in groups[key]:
@@ -426,7 +429,8 @@ def plot_pixel_flipping(results, ax=None, *, figsize=None):
             if rec.get("area") is not None:
                 label += f" ({float(rec['area']):.3f})"
             style = "--" if rec["method"] == "random" else "-"
-            target_ax.plot(frac, curve, style, label=label, linewidth=1.5)
+            color = None if ax is not None else f"C{methods.index(rec['method']) % 10}"
+            target_ax.plot(frac, curve, style, label=label, linewidth=1.5, color=color)
         target_ax.axhline(0.0, color="0.6", linewidth=0.8)
         target_ax.set_xlabel("fraction of features removed")
         target_ax.set_ylabel("f_c(x perturbed) / f_c(x)")

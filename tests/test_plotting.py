@@ -194,6 +194,24 @@ def test_plot_pixel_flipping_one_panel_per_group_and_into_given_axes():
         plot_pixel_flipping([{"curve": curve}])
 
 
+def test_plot_pixel_flipping_gives_a_method_one_colour_in_every_panel():
+    from matplotlib.colors import to_hex
+
+    from skxclust.plotting import plot_pixel_flipping
+
+    curve = [1.0, 0.5, 0.0]
+    # the second panel lists its methods in another order and lacks one
+    records = ([{"dataset": "a", "method": m, "curve": curve}
+                for m in ("occlusion", "explain", "random")]
+               + [{"dataset": "b", "method": m, "curve": curve}
+                  for m in ("explain", "random")])
+    fig = plot_pixel_flipping(records)
+    colours = [{line.get_label(): to_hex(line.get_color()) for line in ax.lines
+                if not line.get_label().startswith("_")} for ax in fig.axes]
+    assert colours[1] == {m: colours[0][m] for m in ("explain", "random")}
+    assert len(set(colours[0].values())) == 3
+
+
 def test_plot_alignment_draws_sample_aligned_and_centroid_per_row():
     import numpy as np
     from sklearn.datasets import load_digits
