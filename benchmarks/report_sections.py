@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from benchmarks.report_ceiling import ceiling_section
 from benchmarks.report_format import (
     DATA_NAMES,
     data_label,
@@ -408,4 +409,5 @@ SECTIONS = {  # result file stem -> section; README order. Others: generic_secti
     "st_speed": st_speed_section,
     "faithfulness": faithfulness_section,
     "timeseries": timeseries_section,
+    "ceiling": ceiling_section,
 }

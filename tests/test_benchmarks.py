@@ -446,3 +446,38 @@ def test_timeseries_section_reads_the_bench_layout_and_judges_the_targets():
     assert "below k-means: Trace: missed" in text  # 0.70 < 0.75 - 0.02
     # judged on Trace (20x) and OSULeaf (5x): missed
     assert "on Trace and OSULeaf: 20.0×, 5.00× (target ≥ 10.0×): missed" in text
+
+
+def test_ceiling_summary_and_reading_tell_the_objective_from_the_optimiser():
+    from benchmarks import bench_ceiling, report_ceiling
+
+    def split(s, class_acc, class_inertia, class_score):
+        default = [{"acc": 0.90, "inertia": 100.0 + j, "score_per_row": -1.0 - j}
+                   for j in range(2)]
+        start = {"acc": class_acc, "inertia": class_inertia, "score_per_row": class_score}
+        return {"split": s, "default": default, "class_start": start,
+                "class_start_lower_inertia": class_inertia < 100.0,
+                "class_start_higher_score": class_score > -1.0,
+                "inertia_gap": (class_inertia - 100.0) / 100.0}
+
+    cases = {  # more accurate, worse objective on every split: the objective's limit
+        "objective": [split(s, 0.95, 102.0, -1.5) for s in range(2)],
+        # more accurate and a better objective on every split: the optimiser missed it
+        "optimiser": [split(s, 0.95, 98.0, -0.5) for s in range(2)],
+        "within": [split(s, 0.905, 102.0, -1.5) for s in range(2)],  # within the margin
+        "mixed": [split(0, 0.95, 98.0, -0.5), split(1, 0.95, 102.0, -1.5)]}
+    summaries = {name: bench_ceiling.summarise(s) for name, s in cases.items()}
+    assert summaries["objective"]["class_start_lower_inertia"] == 0
+    assert summaries["optimiser"]["class_start_higher_score"] == 2
+    assert summaries["objective"]["inertia_gap_mean"] == pytest.approx(0.02)
+    assert summaries["within"]["default_acc_mean"] == pytest.approx(0.90)
+    readings = {name: report_ceiling.verdict(s) for name, s in summaries.items()}
+    assert readings == {"objective": "objective prefers another partition",
+                        "optimiser": "optimiser misses the class optimum",
+                        "within": "defaults within 0.01 or better", "mixed": "mixed"}
+    text = report_ceiling.ceiling_section(
+        {"seeds": 2, "datasets": {n: {"summary": s} for n, s in summaries.items()}})
+    assert "| objective | 2 | 0.900 | 0.950 | 0 of 2 | 0 of 2 | +2.00 % |" in text
+    assert "2 default fits per split" in text
+    assert bench_ceiling.class_means(np.array([[0.0], [2.0], [5.0]]),
+                                     np.array([1, 1, 0])).tolist() == [[5.0], [1.0]]
