@@ -48,6 +48,7 @@ from ._lloyd import (
     FitResult,
     LloydFit,
     assign_every_row,
+    best_refined,
     best_restart,
     into_fit_frame,
     lloyd,
@@ -364,7 +365,8 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         return Xt, sw, shift, geometry, tol
 
     def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype, plan: FitPlan) -> LloydFit:
-        """Seed, run Lloyd, keep the best restart and refine it with the plan's refiner."""
+        """Seed, run Lloyd and keep the restart of lowest inertia; with a refiner in the
+        plan, the lowest after refining every restart (:func:`best_refined`)."""
         seeding = self._seeding(plan, Xt.shape[1], dtype)
         centers = seeding(Xt, sw, shift)
         if self.verbose:
@@ -372,11 +374,10 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         pairwise: list = []  # each restart's final (n, K) distances, or None (see lloyd)
         runs = lloyd(Xt, centers, geometry, sw, self.max_iter, tol, self.verbose,
                      desc=f"{type(self).__name__}.fit", pairwise=pairwise)
-        best = best_restart(runs, pairwise)
         if plan.refine is None:
-            return best
-        return plan.refine(Xt, sw, best, geometry=geometry, tol=tol,
-                           generator=seeding.generators[0], distances=best.distances)
+            return best_restart(runs, pairwise)
+        refine = functools.partial(plan.refine, Xt, sw, geometry=geometry, tol=tol)
+        return best_refined(runs, pairwise, refine, seeding.generators, self.verbose)
 
     def _fit_dask(self, X, sw_np, plan: FitPlan) -> FitResult:
         """Blockwise Lloyd passes over the validated dask X (:mod:`skxclust._dask_fit`):

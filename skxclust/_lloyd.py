@@ -24,8 +24,9 @@ from ._threads import intra_op_threads, map_jobs, pass_threads
 from ._validation import check_magnitude
 from .nn.sparse import is_sparse
 
-__all__ = ["FitResult", "LloydFit", "Restarts", "assign_every_row", "best_index", "best_restart",
-           "into_fit_frame", "lloyd", "lloyd_iterations", "scaled_tol"]
+__all__ = ["FitResult", "LloydFit", "Restarts", "assign_every_row", "best_index", "best_refined",
+           "best_restart", "into_fit_frame", "lloyd", "lloyd_iterations", "restart_fit",
+           "scaled_tol"]
 
 
 def into_fit_frame(X: torch.Tensor, sample_weight: torch.Tensor, geometry: Geometry,
@@ -128,13 +129,39 @@ def best_index(inertia: torch.Tensor) -> int:
     return int(torch.nonzero(ties)[0, 0])
 
 
+def restart_fit(runs: Restarts, index: int, pairwise: list | None = None) -> LloydFit:
+    """Restart ``index`` of a :func:`lloyd` result; with ``pairwise`` (what :func:`lloyd`
+    put there), its (n, K) distances too."""
+    return LloydFit(runs.labels[index], float(runs.inertia[index]), runs.centers[index],
+                    int(runs.n_iter[index]), None if pairwise is None else pairwise[index])
+
+
 def best_restart(runs: Restarts, pairwise: list | None = None) -> LloydFit:
     """The restart of a :func:`lloyd` result with the lowest inertia (the first of ties,
-    see :func:`best_index`; the only one of a single run); with ``pairwise`` (what
-    :func:`lloyd` put there), its (n, K) distances too."""
-    best = best_index(runs.inertia)
-    return LloydFit(runs.labels[best], float(runs.inertia[best]), runs.centers[best],
-                    int(runs.n_iter[best]), None if pairwise is None else pairwise[best])
+    see :func:`best_index`; the only one of a single run), as :func:`restart_fit`."""
+    return restart_fit(runs, best_index(runs.inertia), pairwise)
+
+
+def best_refined(runs: Restarts, pairwise: list, refine, generators: list,
+                 verbose: int = 0) -> LloydFit:
+    """Every restart of a :func:`lloyd` result refined, and the refined fit of lowest
+    inertia (the first of ties, see :func:`best_index`).
+
+    ``refine(fit, generator=..., distances=...)`` is a plan's refiner (e.g. the
+    split-merge moves) with its other arguments bound; restart ``r`` is refined with
+    ``generators[r]``, the generator that seeded it, so a single restart is refined as
+    before. Choosing the restart before refining it, as a fit did until then, could end
+    at a higher distortion with more restarts: the moves change a restart's distortion by
+    more than the restarts differ (Trace, 5 restarts against the first alone: higher in 4
+    of 5 seeds, 408 -> 446 in one).
+    """
+    fits = []
+    for index, generator in enumerate(generators):
+        if verbose and len(generators) > 1:
+            print(f"Refining restart {index + 1} of {len(generators)}")
+        fit = restart_fit(runs, index, pairwise)
+        fits.append(refine(fit, generator=generator, distances=fit.distances))
+    return fits[best_index(torch.tensor([fit.inertia for fit in fits], dtype=torch.float64))]
 
 
 def assign_every_row(X: torch.Tensor, fit: LloydFit, geometry: Geometry,
