@@ -365,8 +365,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         return Xt, sw, shift, geometry, tol
 
     def _fit_restarts(self, Xt, sw, shift, geometry, tol, dtype, plan: FitPlan) -> LloydFit:
-        """Seed, run Lloyd and keep the restart of lowest inertia; with a refiner in the
-        plan, the lowest after refining every restart (:func:`best_refined`)."""
+        """Seed, run Lloyd, keep the restart of lowest inertia (with a refiner: after it)."""
         seeding = self._seeding(plan, Xt.shape[1], dtype)
         centers = seeding(Xt, sw, shift)
         if self.verbose:

@@ -200,9 +200,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         "k-means++" / "random": single samples as seeds. An array: the initial centroids
         (then a single init is run).
     n_init : "auto" or int, default="auto"
-        Number of initialisations; each runs its Lloyd iterations and its split–merge
-        moves, and the run with the lowest final distortion is kept (no labels are used).
-        "auto" is 10 for "random" and 1 otherwise.
+        Number of initialisations, each with its Lloyd iterations and split–merge moves;
+        the lowest final distortion is kept (no labels). "auto": 10 for "random", else 1.
     max_iter : int, default=5
         Maximum number of Lloyd iterations per init (and after each split–merge move).
         A MNIST-5k fit's training accuracy settles after 2 or 3 iterations; 10 gave the
