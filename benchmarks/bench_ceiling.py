@@ -1,7 +1,7 @@
 """What the objective allows: ST K-means started from the class means, beside its defaults.
 
 Run ``python benchmarks/bench_ceiling.py`` (or ``python -m benchmarks --only ceiling``); it
-prints one line per fit and a table, and writes ``benchmarks/results/ceiling.json``.
+prints one line per fit and its README table, and writes ``benchmarks/results/ceiling.json``.
 
 Why
 ---
@@ -59,16 +59,21 @@ from benchmarks._common import (  # noqa: E402
     set_threads,
     write_json,
 )
+from benchmarks.bench_quality import (  # noqa: E402  (the same splits, seeds, quick fits)
+    QUICK_ROWS,
+    QUICK_SEEDS,
+    QUICK_ST,
+    SEED_STRIDE,
+    TEST_SIZE,
+)
+from benchmarks.report_ceiling import ceiling_section  # noqa: E402
 from skxclust import SpatialTransformerKMeans  # noqa: E402
 from skxclust.datasets import stratified_subset  # noqa: E402
 from skxclust.metrics import clustering_accuracy  # noqa: E402
 
 NAME = "ceiling"
-TEST_SIZE = 0.2
-SEED_STRIDE = 100  # random_state = split + SEED_STRIDE * j, as bench_quality
 DATASETS = ("digits", "mnist5k")
 SIGNAL_SETS = ("ArrowHead", "GunPoint", "ItalyPowerDemand", "OSULeaf", "Trace", "ACSF1")
-QUICK_ROWS, QUICK_SEEDS, QUICK_ST = 600, 1, {"max_iter": 2, "n_steps": 4}
 
 
 def class_means(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -171,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick and args.sets:
         from benchmarks.bench_timeseries import load_set, missing_packages
 
-        if missing_packages():  # as bench_timeseries: the image sets are still measured
-            print(f"the UCR sets need {' and '.join(missing_packages())} (pip install "
+        missing = missing_packages()
+        if missing:  # as bench_timeseries: the image sets are still measured
+            print(f"the UCR sets need {' and '.join(missing)} (pip install "
                   "skxclust[timeseries]); they are not measured this time.")
         else:
             jobs += [(name, [(0, *load_set(name))]) for name in args.sets]
@@ -190,13 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick and not previous.get("quick") and previous.get("seeds") == n_seeds:
         result["datasets"] = {**previous.get("datasets", {}), **result["datasets"]}
     write_json(output, result)
-    print("\n| data | splits | held-out ACC, defaults | from the class means | class start "
-          "lower inertia | higher score | inertia gap |\n|---|---|---|---|---|---|---|")
-    for name, entry in result["datasets"].items():
-        s = entry["summary"]
-        print(f"| {name} | {s['splits']} | {s['default_acc_mean']:.3f} | "
-              f"{s['class_start_acc_mean']:.3f} | {s['class_start_lower_inertia']} | "
-              f"{s['class_start_higher_score']} | {100 * s['inertia_gap_mean']:+.2f} % |")
+    print("\n" + ceiling_section(result))
     return 0
 
 
