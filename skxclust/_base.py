@@ -258,7 +258,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         self.inertia_ = float(result.inertia)
         attributes = {f"{name}_": value for name, value in plan.resolved.items()}
         for name, value in {**attributes, **plan.statistics.attributes(result.stats)}.items():
-            setattr(self, name, value)
+            setattr(self, name, space.fitted(value) if isinstance(value, np.ndarray) else value)
         self._counts = space.fitted(counts)
         self.n_steps_ = n_steps
 

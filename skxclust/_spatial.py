@@ -196,16 +196,14 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         "k-means+merge": Euclidean k-means with ``2 * n_clusters`` clusters, one warped
         Lloyd step, then merged by warped distances (see above), with the warp alone (the
         appearance transformation starts with the first Lloyd pass). "k-means": the best of
-        10 Euclidean k-means runs.
-        "k-means++" / "random": single samples as seeds. An array: the initial centroids
-        (then a single init is run).
+        10 Euclidean k-means runs. "k-means++" / "random": single samples as seeds. An
+        array: the initial centroids (then a single init is run).
     n_init : "auto" or int, default="auto"
         Number of initialisations, each with its Lloyd iterations and split–merge moves;
         the lowest final distortion is kept (no labels). "auto": 10 for "random", else 1.
     max_iter : int, default=5
         Maximum number of Lloyd iterations per init (and after each split–merge move).
-        A MNIST-5k fit's training accuracy settles after 2 or 3 iterations; 10 gave the
-        same held-out accuracy (user guide) at twice the time.
+        MNIST-5k fits settle after 2-3; 10 gave the same held-out ACC at twice the time.
     tol : float, default=1e-4
         Relative tolerance on the centroid shift (scaled by the mean feature variance).
     batch_size : int, default=64
@@ -238,6 +236,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         evenly spaced) training rows. Used by :meth:`score`.
     beta_ : float
         The resolved soft-min stiffness used by :meth:`explain`.
+    reference_ : ndarray of shape (n_features,)
+        Mean of those training rows (unweighted): the default reference of :meth:`explain`.
     affine_penalty_ : float
         ``affine_penalty`` of the fit, "auto" resolved.
     n_iter_ : int

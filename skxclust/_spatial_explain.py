@@ -9,11 +9,14 @@ centroid* :math:`a_k = S_k \mu_k`, and the deformation-invariant distance is
    = \min_{k\ne c}\; 2(a_c - a_k)^\top x + \lVert a_k\rVert^2 - \lVert a_c\rVert^2 + o_k - o_c
 
 is exactly the neuralized k-means form with per-sample centroids ``a`` and a constant per
-competitor. NEON applies unchanged: soft-min over competitors, then the midpoint rule with
-root points ``r_ck = m_ck - (o_k - o_c) w_ck / ||w_ck||^2`` on each decision hyperplane
-(:func:`skxclust.nn.neon_relevance` with ``offset``). Relevance therefore sums to
-``f_c(x)`` exactly, lands on the input pixels the warps actually compare, and equals
-ExplainableKMeans' relevance when the warps are the identity (``n_steps=0``).
+competitor. NEON applies unchanged: soft-min over competitors, then a root point on each
+decision hyperplane. By default that is the training mean ``reference_`` projected onto
+it (the reference rule, :func:`skxclust.nn.reference_rule.neon_reference_relevance`);
+``reference=None`` takes the midpoint, ``r_ck = m_ck - (o_k - o_c) w_ck / ||w_ck||^2``
+(:func:`skxclust.nn.neon_relevance` with ``offset``). Relevance sums to ``f_c(x)``
+exactly either way, lands on the input pixels the warps actually compare, and equals
+ExplainableKMeans' relevance with the same root points when the warps are the identity
+(``n_steps=0``).
 
 ``frame="centroid"`` transports each map into the target centroid's frame by the
 normalised adjoint of that warp, ``S_c^T (R / S_c 1)``: every input pixel's relevance is
@@ -30,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._array_api import to_torch
 from ._dask import blockwise
 from ._plan import FitStatistics, fitted_beta
 from ._validation import (
@@ -58,14 +62,16 @@ def warp_statistics_rows(n_samples: int) -> np.ndarray:
 
 
 def warp_sums(X, labels, centers, geometry, distances=None) -> dict:
-    """Sums over the rows of their assigned evidence ``f_c(x)`` and their nearest warped
-    energy, from the same warp fits as ``predict`` (``distances`` (n, K): those fits'
-    distances where the fit has them, else aligned here)."""
+    """Sums over the rows of their assigned evidence ``f_c(x)``, their nearest warped
+    energy and their pixels, from the same warp fits as ``predict`` (``distances`` (n, K):
+    those fits' distances where the fit has them, else aligned here). A warping geometry
+    is not translation invariant, so X is in the input frame (no shift)."""
     losses = geometry.pairwise(X, centers) if distances is None else distances
     nearest = losses.min(dim=1).values.to(torch.float64)
     evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
     return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()),
-            "count": int(losses.shape[0])}
+            "count": int(losses.shape[0]),
+            "pixels": X.to(torch.float64).sum(dim=0).cpu().numpy()}
 
 
 def warp_statistics(image_shape, beta, n_features: int) -> FitStatistics:
@@ -76,11 +82,13 @@ def warp_statistics(image_shape, beta, n_features: int) -> FitStatistics:
 
 
 def warp_attributes(image_shape, beta, n_features: int, stats: dict) -> dict:
-    """``image_shape_``, ``beta_`` (``1 / mean f_c(x)`` for "auto") and
-    ``noise_variance_`` (the mean nearest energy per pixel) from :func:`warp_sums`."""
+    """``image_shape_``, ``beta_`` (``1 / mean f_c(x)`` for "auto"), ``noise_variance_``
+    (the mean nearest energy per pixel) and ``reference_`` (the mean row, the default
+    root-point reference of ``explain``) from :func:`warp_sums`."""
     return {"image_shape_": resolve_image_shape(image_shape, n_features),
             "beta_": fitted_beta(beta, stats),
-            "noise_variance_": pixel_noise_variance(stats["energy"], stats["count"], n_features)}
+            "noise_variance_": pixel_noise_variance(stats["energy"], stats["count"], n_features),
+            "reference_": np.asarray(stats["pixels"], dtype=np.float64) / stats["count"]}
 
 
 class WarpExplanationMixin:
@@ -92,6 +100,7 @@ class WarpExplanationMixin:
     image_shape: Any
     beta: Any
     beta_: float
+    reference_: np.ndarray
     _prepare: Callable[..., Any]  # X, method -> (X, centers, geometry, ArraySpace)
 
     def _each_warped_chunk(self, Xt, centers, geometry, fn) -> None:
@@ -128,15 +137,17 @@ class WarpExplanationMixin:
         return space.output(out)
 
     @blockwise("features", row_args=("target",))
-    def explain(self, X, target=None, beta=None, frame="input", reference=None):
+    def explain(self, X, target=None, beta=None, frame="input", reference="mean"):
         """Relevance maps of the warped-distance cluster assignment (NEON).
 
         The optimal warps are treated as fixed linear resampling operators: centroid ``k``
         warped onto the sample, ``a_k = S_k mu_k``, is an effective centroid, and the
         penalty of each warp a constant. The evidence ``f_c(x)`` then has the neuralized
-        k-means form and is explained by the soft-min + midpoint rule of
-        :class:`ExplainableKMeans` (with root points shifted by the penalty difference), or,
-        with a ``reference``, by the reference rule (:mod:`skxclust.nn.reference_rule`).
+        k-means form and is explained by the soft-min of :class:`ExplainableKMeans`, then
+        by the reference rule (:mod:`skxclust.nn.reference_rule`) with the training mean
+        ``reference_`` as the reference (default), or, with ``reference=None``, by the
+        midpoint rule (root points shifted by the penalty difference). Either way the
+        relevance of a row sums to ``f_target(x)``.
 
         Parameters
         ----------
@@ -151,14 +162,14 @@ class WarpExplanationMixin:
             "centroid": maps moved into the target centroid's frame by the normalised
             adjoint of its warp (aligned with ``cluster_centers_``); conserved except for
             relevance on pixels that the warp samples from outside the centroid image.
-        reference : None or array-like of shape (n_features,), default=None
-            None: the midpoint rule (root points between the two centroids of each
-            competing pair). An input ``z``, e.g. the training mean: each root point is ``z``
-            projected onto the pair's decision hyperplane, so a pixel's relevance is what
-            setting it to ``z`` would take from the evidence (gradient times ``x - z``), plus
-            its share of the evidence ``z`` itself keeps; rows still sum to ``f_target(x)``.
-            Pass the value a pixel-flipping test removes pixels to (user guide: NEON,
-            "Root points from a reference").
+        reference : "mean", None or array-like of shape (n_features,), default="mean"
+            An input ``z``: each root point is ``z`` projected onto the pair's decision
+            hyperplane, so a pixel's relevance is what setting it to ``z`` would take from
+            the evidence (gradient times ``x - z``), plus its share of the evidence ``z``
+            itself keeps. "mean": ``z = reference_``, the mean training row. None: the
+            midpoint rule (root points between the two centroids of each competing pair;
+            the former default). Pixel flipping to the training mean ranks the default
+            first (user guide: ST K-means, "Explaining the assignments").
 
         Returns
         -------
@@ -172,7 +183,7 @@ class WarpExplanationMixin:
         check_explainable_n_clusters(n_clusters)
         beta = self.beta_ if beta is None else check_beta(beta)
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
-        ref = check_reference(reference, Xt.shape[1])
+        ref = check_reference(self._reference_values(reference), Xt.shape[1])
         ref_t = None if ref is None else torch.as_tensor(ref, dtype=Xt.dtype, device=Xt.device)
         model = geometry.model(Xt)
         out = space.empty(*Xt.shape, dtype=Xt.dtype)
@@ -199,6 +210,19 @@ class WarpExplanationMixin:
 
         self._each_warped_chunk(Xt, centers, geometry, chunk)
         return space.output(out)
+
+    def _reference_values(self, reference):
+        """The ``reference`` of :meth:`explain` with "mean" resolved to ``reference_``."""
+        if not isinstance(reference, str):
+            return reference
+        if reference != "mean":
+            raise ValueError(f'reference must be "mean", None or one value per feature, '
+                             f"got {reference!r}.")
+        if not hasattr(self, "reference_"):  # pickled by a version without it
+            raise AttributeError('reference="mean" needs the fitted attribute reference_, '
+                                 "which this estimator lacks (fitted by an older version): "
+                                 "refit it, or pass reference=None or an input.")
+        return to_torch(self.reference_).cpu().numpy()  # fitted in the input's namespace
 
     @staticmethod
     def _to_centroid_frame(relevance, model, params):

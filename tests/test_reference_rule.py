@@ -84,7 +84,7 @@ def test_spatial_reference_relevance_sums_to_the_warped_evidence(st_fitted, targ
     f = st_fitted.decision_function(rows)
     f_t = f.max(1) if target is None else f[:, target]
     np.testing.assert_allclose(R.sum(1), f_t, rtol=1e-5, atol=1e-9 * np.abs(f).max())
-    assert not np.allclose(R, st_fitted.explain(rows, target=target))
+    assert not np.allclose(R, st_fitted.explain(rows, target=target, reference=None))
 
 
 def test_explainable_reference_relevance_sums_to_the_evidence():
@@ -107,13 +107,56 @@ def test_without_warping_spatial_reference_relevance_equals_explainable_kmeans()
                                km.explain(X[:50], reference=REFERENCE), rtol=1e-8, atol=1e-8)
 
 
-@pytest.mark.parametrize("reference", [REFERENCE[:10], np.full(64, np.nan), "mean",
+@pytest.mark.parametrize("reference", [REFERENCE[:10], np.full(64, np.nan), "median",
                                        np.ones((2, 64))])
 def test_explain_refuses_a_bad_reference(st_fitted, reference):
     km = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu").fit(X)
     for est in (km, st_fitted):
         with pytest.raises(ValueError, match="reference"):
             est.explain(X[:3], reference=reference)
+
+
+def test_explainable_kmeans_has_no_fitted_mean_reference():
+    km = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu").fit(X)
+    with pytest.raises(ValueError, match="reference"):
+        km.explain(X[:3], reference="mean")
+
+
+# -- the default of SpatialTransformerKMeans: the reference rule from the training mean ----
+def test_spatial_explain_defaults_to_the_training_mean_as_reference(st_fitted):
+    # 240 rows: all of them are statistics rows, so reference_ is their exact mean
+    np.testing.assert_allclose(st_fitted.reference_, REFERENCE, rtol=1e-12)
+    rows = X[:30]
+    default = st_fitted.explain(rows)
+    np.testing.assert_array_equal(default, st_fitted.explain(rows, reference="mean"))
+    np.testing.assert_allclose(default, st_fitted.explain(rows, reference=REFERENCE),
+                               rtol=1e-10, atol=1e-10)
+    assert not np.allclose(default, st_fitted.explain(rows, reference=None))
+    np.testing.assert_allclose(default.sum(1), st_fitted.decision_function(rows).max(1),
+                               rtol=1e-5)
+
+
+def test_spatial_reference_is_the_mean_of_the_statistics_rows_above_512():
+    from skxclust._spatial_explain import warp_statistics_rows
+
+    data = load_digits().data[:700]
+    st = SpatialTransformerKMeans(n_clusters=3, n_steps=2, max_iter=1, split_merge_moves=0,
+                                  random_state=0, device="cpu").fit(data)
+    rows = warp_statistics_rows(700)
+    assert len(rows) == 512
+    np.testing.assert_allclose(st.reference_, data[rows].mean(0), rtol=1e-12)
+    assert not np.allclose(st.reference_, data.mean(0), rtol=1e-3)
+
+
+def test_spatial_explain_needs_the_fitted_reference_only_for_mean(st_fitted):
+    import copy
+
+    old = copy.deepcopy(st_fitted)
+    del old.reference_  # a model pickled before reference_ existed
+    with pytest.raises(AttributeError, match="refit"):
+        old.explain(X[:3])
+    np.testing.assert_array_equal(old.explain(X[:3], reference=None),
+                                  st_fitted.explain(X[:3], reference=None))
 
 
 def test_explain_refuses_a_reference_with_a_feature_extractor():

@@ -56,7 +56,10 @@ def test_without_warping_relevance_equals_explainable_kmeans():
     assert st.beta_ == pytest.approx(km.beta_, rel=1e-10)
     np.testing.assert_allclose(st.decision_function(X), km.decision_function(X),
                                rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(st.explain(X[:50]), km.explain(X[:50]), rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(st.explain(X[:50], reference=None), km.explain(X[:50]),
+                               rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(st.explain(X[:50]), km.explain(X[:50], reference=X.mean(0)),
+                               rtol=1e-8, atol=1e-8)
 
 
 def test_relevance_lands_where_sample_or_warped_centroids_have_ink():

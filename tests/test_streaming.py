@@ -77,6 +77,8 @@ def test_partial_fit_makes_every_inference_method_work(name):
     assert np.isfinite(est.beta_)
     if name == "spatial":
         assert est.image_shape_ == (8, 8)
+        # like beta_, the explanation's reference describes the last chunk
+        np.testing.assert_allclose(est.reference_, chunk.mean(0), rtol=1e-12)
         assert est.align(X[:5]).shape == (5, 64)
     labels = est.predict(X)
     np.testing.assert_array_equal(est.decision_function(X).argmax(axis=1), labels)
