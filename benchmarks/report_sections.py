@@ -325,10 +325,10 @@ def st_speed_section(data: dict) -> str:
 
 def faithfulness_section(data: dict) -> str:
     """Pixel-flipping areas per (data, model) and method, and who is lowest."""
-    methods = ["explain", "explain_reference", "gradient_x_input", "gradient", "occlusion",
-               "random"]
-    labels = ["explain (NEON)", "explain(reference=mean)", "gradient×input", "gradient",
-              "occlusion", "random"]
+    methods = ["explain", "explain_midpoint", "explain_reference", "gradient_x_input",
+               "gradient", "occlusion", "random"]
+    labels = ["explain (NEON, default)", "explain(reference=None)", "explain(reference=mean)",
+              "gradient×input", "gradient", "occlusion", "random"]
     areas: dict[tuple[str, str], dict[str, float]] = {}
     counts: dict[tuple[str, str], int] = {}
     for r in data["results"]:
@@ -371,10 +371,12 @@ def faithfulness_section(data: dict) -> str:
         cost = g["cost_vs_predict"]
         text += (f"\n\n- {DATA_NAMES.get(g['dataset'], g['dataset'])} / {g['model']}: gain "
                  f"over random as a ratio to the best baseline ({g['best_baseline']}): "
-                 f"`explain` {g['ratio_explain']:.3f}, `explain(reference=mean)` "
-                 f"{g['ratio_explain_reference']:.3f}; cost relative to `predict` on the same "
-                 f"rows {cost['explain']:.1f}× and {cost['explain_reference']:.1f}× "
-                 f"(occlusion {cost['occlusion']:.0f}×).")
+                 f"`explain` {g['ratio_explain']:.3f}"
+                 + (f", `explain(reference=None)` {g['ratio_explain_midpoint']:.3f}"
+                    if "ratio_explain_midpoint" in g else "")
+                 + f", `explain(reference=mean)` {g['ratio_explain_reference']:.3f}; cost "
+                 f"relative to `predict` on the same rows {cost['explain']:.1f}× and "
+                 f"{cost['explain_reference']:.1f}× (occlusion {cost['occlusion']:.0f}×).")
     return text
 
 
