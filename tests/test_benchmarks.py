@@ -431,9 +431,11 @@ def test_timeseries_section_reads_the_bench_layout_and_judges_the_targets():
         return {"acc": [acc, acc], "nmi": [0.1, 0.1], "fit_seconds": [seconds, seconds]}
 
     sets = {name: {"n_train": 10, "n_test": 20, "length": 30, "methods": {
-        "st": runs(0.7, 1.0), "kmeans": runs(0.5 if name != "Trace" else 0.75, 0.1),
+        "st": runs(0.7 if name != "UnitTest" else 0.3, 1.0),
+        "kmeans": runs(0.5 if name != "Trace" else 0.75, 0.1),
         "dtw": runs(0.6, 20.0 if name != "OSULeaf" else 5.0)}}
         for name in bench_timeseries.SOURCES}
+    assert "UnitTest" in sets and "UnitTest" not in bench_timeseries.PUBLISHED
     data = {"seeds": 2, "peer_seeds": 2, "targets": bench_timeseries.TARGETS,
             "published": {"source": "the table", "methods": list(
                 bench_timeseries.PUBLISHED_METHODS), "acc": {
@@ -441,9 +443,12 @@ def test_timeseries_section_reads_the_bench_layout_and_judges_the_targets():
             "sets": sets, "summary": bench_timeseries.summarise(sets)}
     text = report_timeseries.timeseries_section(data)
     assert "| Trace (10/20 × 30) | 0.700 | 0.750 | 0.600 | 0.590 | 0.800 |" in text
-    assert "| mean | 0.700 |" in text and "| 0.563 | 0.624 |" in text  # published means
-    assert "mean ACC of ST K-means 0.700 (target ≥ 0.58): met" in text
-    assert "below k-means: Trace: missed" in text  # 0.70 < 0.75 - 0.02
+    # every set in the mean; beside the published means, the mean of the same sets
+    assert "| mean | 0.643 |" in text  # (6 * 0.7 + 0.3) / 7
+    assert "| mean of the 6 published sets | 0.700 |" in text
+    assert "| 0.563 | 0.624 |" in text  # published means
+    assert "mean ACC of ST K-means 0.643 (target ≥ 0.58): met" in text
+    assert "below k-means: Trace, UnitTest: missed" in text  # 0.70 < 0.75 - 0.02, 0.3
     # judged on Trace (20x) and OSULeaf (5x): missed
     assert "on Trace and OSULeaf: 20.0×, 5.00× (target ≥ 10.0×): missed" in text
 
