@@ -308,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
               "machine": machine_info(), "seeds": seeds, "peer_seeds": args.peer_seeds,
               "targets": TARGETS, "published": {"source": PUBLISHED_FILE,
                                                 "methods": list(PUBLISHED_METHODS),
-                                                "acc": {n: list(PUBLISHED[n]) for n in names}},
+                                                "acc": {n: list(PUBLISHED[n]) for n in names
+                                                       if n in PUBLISHED}},
               "sets": {}}
     def write(entry: dict) -> None:  # after every method: a long run keeps what it measured
         result["sets"][name] = entry
