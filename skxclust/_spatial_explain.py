@@ -168,8 +168,9 @@ class WarpExplanationMixin:
             the evidence (gradient times ``x - z``), plus its share of the evidence ``z``
             itself keeps. "mean": ``z = reference_``, the mean training row. None: the
             midpoint rule (root points between the two centroids of each competing pair;
-            the former default). Pixel flipping to the training mean ranks the default
-            first (user guide: ST K-means, "Explaining the assignments").
+            the former default). In pixel flipping to the training mean the default
+            removes the evidence faster than single-pixel occlusion (user guide: ST
+            K-means, "Explaining the assignments").
 
         Returns
         -------
