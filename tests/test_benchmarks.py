@@ -486,3 +486,35 @@ def test_ceiling_summary_and_reading_tell_the_objective_from_the_optimiser():
     assert "2 default fits per split" in text
     assert bench_ceiling.class_means(np.array([[0.0], [2.0], [5.0]]),
                                      np.array([1, 1, 0])).tolist() == [[5.0], [1.0]]
+
+
+def test_faithfulness_reports_each_models_default_and_st_midpoint_rule():
+    from benchmarks import bench_faithfulness
+
+    areas = {"ExplainableKMeans": {"explain": -1.0, "explain_reference": -1.2,
+                                   "gradient_x_input": -1.1, "gradient": -0.3,
+                                   "occlusion": -1.5, "random": 0.5},
+             "SpatialTransformerKMeans": {"explain": -1.1, "explain_midpoint": -0.8,
+                                          "explain_reference": -1.15, "gradient_x_input": -0.9,
+                                          "occlusion": -1.0, "random": 0.4}}
+    results = [{"dataset": "digits", "model": model, "method": method, "area": area,
+                "n_explained": 10, "curve": [1.0, 0.0]}
+               for model, by_method in areas.items() for method, area in by_method.items()]
+    timings = {f"digits/{model}": {"decision_function": 1.0, "explain": 1.0,
+                                   "explain_reference": 1.0, "gradient": 1.0,
+                                   "occlusion": 50.0,
+                                   **({"explain_midpoint": 1.0} if "explain_midpoint" in a
+                                      else {})}
+               for model, a in areas.items()}
+    gains = {g["model"]: g for g in bench_faithfulness._gains(results, timings)}
+    st, ekm = gains["SpatialTransformerKMeans"], gains["ExplainableKMeans"]
+    assert st["ratio_explain"] == pytest.approx(1.5 / 1.4)  # gain 1.5 vs occlusion's 1.4
+    assert st["ratio_explain_midpoint"] == pytest.approx(1.2 / 1.4)
+    assert "ratio_explain_midpoint" not in ekm and "explain_midpoint" not in ekm[
+        "cost_vs_predict"]
+    text = report_sections.faithfulness_section({"results": results, "gains": list(
+        gains.values()), "settings": {"n_steps": 1}})
+    # lowest area in bold; the midpoint column empty where it is the default
+    assert "| digits / SpatialTransformerKMeans | 10 | -1.100 | -0.800 | **-1.150** |" in text
+    assert "| digits / ExplainableKMeans | 10 | -1.000 | – | -1.200 |" in text
+    assert "`explain` 1.071, `explain(reference=None)` 0.857" in text
