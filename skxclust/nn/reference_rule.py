@@ -21,6 +21,7 @@ the second shares out the evidence the reference itself keeps. Relevance still s
 Use it when the question is "what would setting these features to the reference values
 cost the assignment", e.g. a pixel-flipping test that replaces features by their training
 mean: the midpoint rule answers for the midpoints between centroids instead.
+``SpatialTransformerKMeans.explain`` uses it by default, with the training mean as ``z``.
 """
 
 from __future__ import annotations
