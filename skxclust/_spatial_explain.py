@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._array_api import to_torch
 from ._dask import blockwise
 from ._plan import FitStatistics, fitted_beta
 from ._validation import (
@@ -41,6 +40,7 @@ from ._validation import (
     check_explainable_n_clusters,
     check_reference,
     check_target,
+    fitted_tensor,
     resolve_image_shape,
 )
 from .nn.lrp import neon_relevance
@@ -71,7 +71,7 @@ def warp_sums(X, labels, centers, geometry, distances=None) -> dict:
     evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
     return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()),
             "count": int(losses.shape[0]),
-            "pixels": X.to(torch.float64).sum(dim=0).cpu().numpy()}
+            "pixels": X.sum(dim=0, dtype=torch.float64).cpu().numpy()}
 
 
 def warp_statistics(image_shape, beta, n_features: int) -> FitStatistics:
@@ -184,8 +184,7 @@ class WarpExplanationMixin:
         check_explainable_n_clusters(n_clusters)
         beta = self.beta_ if beta is None else check_beta(beta)
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
-        ref = check_reference(self._reference_values(reference), Xt.shape[1])
-        ref_t = None if ref is None else torch.as_tensor(ref, dtype=Xt.dtype, device=Xt.device)
+        ref_t = self._reference_tensor(reference, Xt)
         model = geometry.model(Xt)
         out = space.empty(*Xt.shape, dtype=Xt.dtype)
 
@@ -212,10 +211,13 @@ class WarpExplanationMixin:
         self._each_warped_chunk(Xt, centers, geometry, chunk)
         return space.output(out)
 
-    def _reference_values(self, reference):
-        """The ``reference`` of :meth:`explain` with "mean" resolved to ``reference_``."""
+    def _reference_tensor(self, reference, Xt: torch.Tensor) -> torch.Tensor | None:
+        """The ``reference`` of :meth:`explain` (None, "mean": the fitted ``reference_``,
+        or an input, validated) as a (D,) tensor of Xt's dtype on its device."""
         if not isinstance(reference, str):
-            return reference
+            ref = check_reference(reference, Xt.shape[1])
+            return None if ref is None else torch.as_tensor(ref, dtype=Xt.dtype,
+                                                            device=Xt.device)
         if reference != "mean":
             raise ValueError(f'reference must be "mean", None or one value per feature, '
                              f"got {reference!r}.")
@@ -223,7 +225,7 @@ class WarpExplanationMixin:
             raise AttributeError('reference="mean" needs the fitted attribute reference_, '
                                  "which this estimator lacks (fitted by an older version): "
                                  "refit it, or pass reference=None or an input.")
-        return to_torch(self.reference_).cpu().numpy()  # fitted in the input's namespace
+        return fitted_tensor(self.reference_, Xt.device, Xt.dtype)
 
     @staticmethod
     def _to_centroid_frame(relevance, model, params):
