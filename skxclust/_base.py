@@ -247,9 +247,9 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
     def _finish_fit(self, result: FitResult, plan: FitPlan, *, counts: np.ndarray,
                     n_steps: int, space: ArraySpace = HOST) -> None:
         """Write the fitted attributes of ``result`` (centroids in the input frame; the
-        plan's fitted attributes of its statistics) and the streaming state:
-        ``counts`` (weight absorbed per cluster or per pixel) and ``n_steps_``; arrays
-        in the namespace and on the device of the input's ``space``."""
+        plan's fitted attributes of its statistics, with the fit frame's ``origin``) and
+        the streaming state: ``counts`` (weight absorbed per cluster or per pixel) and
+        ``n_steps_``; arrays in the namespace and on the device of the input's ``space``."""
         if result.n_iter is not None:
             self._warn_distinct(int(np.unique(result.labels).size))
             self.n_iter_ = int(result.n_iter)
@@ -257,7 +257,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         self.labels_ = space.fitted(result.labels)
         self.inertia_ = float(result.inertia)
         attributes = {f"{name}_": value for name, value in plan.resolved.items()}
-        for name, value in {**attributes, **plan.statistics.attributes(result.stats)}.items():
+        for name, value in {**attributes, **plan.statistics.attributes_of(result)}.items():
             setattr(self, name, space.fitted(value) if isinstance(value, np.ndarray) else value)
         self._counts = space.fitted(counts)
         self.n_steps_ = n_steps
@@ -472,7 +472,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
                                          distances=after.pairwise)
         inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
         result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),
-                           inertia, None, stats)
+                           inertia, None, stats, shift.cpu().numpy())
         return result, counts.cpu().numpy()
 
     # -- fit shortcuts, pickling, tags -------------------------------------------------

@@ -398,4 +398,4 @@ def fit_blockwise(X, sample_weight: np.ndarray, *, n_clusters: int, embed, make_
     labels, stats = _finish(X, blocks, latest[0], best, centers[best], frame, statistics,
                             statistics_rows)
     return FitResult((centers[best] + shift).numpy(), labels, float(inertia[best]),
-                     int(n_iter[best]), stats)
+                     int(n_iter[best]), stats, shift.numpy())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 from numbers import Real
 
 import numpy as np
@@ -16,13 +15,13 @@ from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._euclidean import EuclideanGeometry
 from ._inference import frame_like_transform, inference_threads
-from ._plan import FitPlan, FitStatistics, fitted_beta, no_sums
+from ._plan import FitPlan, neon_statistics
+from ._reference import reference_tensor
 from ._threads import EXPLAIN_BLOCK_VALUES, block_rows
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
     check_lrp_options,
-    check_reference,
     check_target,
     check_top_k,
     fitted_tensor,
@@ -40,19 +39,6 @@ from .nn.reference_rule import neon_reference_relevance
 from .nn.sparse import to_dense
 
 __all__ = ["ExplainableKMeans"]
-
-
-def evidence_sums(X, labels, centers, geometry, distances=None) -> dict:
-    """Sum and count of the assigned evidence f_c(x) of the rows X (for beta="auto";
-    ``distances`` (n, K): ``geometry.pairwise(X, centers)`` where the fit has them)."""
-    if distances is None:
-        distances = geometry.pairwise(X, centers)
-    f = cluster_evidence(distances).gather(1, labels[:, None])
-    return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
-
-
-def _beta_attribute(beta, stats: dict) -> dict:
-    return {"beta_": fitted_beta(beta, stats)}
 
 
 class ExplainableKMeans(BaseTorchKMeans):
@@ -133,6 +119,10 @@ class ExplainableKMeans(BaseTorchKMeans):
         Lloyd iterations of the kept run.
     beta_ : float
         The resolved soft-min stiffness used by :meth:`explain`.
+    reference_ : ndarray of shape (n_features,)
+        Unweighted mean of the training rows (of the last chunk after
+        :meth:`partial_fit`): :meth:`explain`'s ``reference="mean"``. Not with a
+        ``feature_extractor``.
     n_steps_ : int
         :meth:`partial_fit` steps since the last :meth:`fit` (0 after ``fit``).
     n_features_in_ : int
@@ -253,9 +243,7 @@ class ExplainableKMeans(BaseTorchKMeans):
         return FitPlan(
             self._make_geometry(n_features), self._embed,
             fit_geometry=EuclideanGeometry(self.batch_size, screen=True),
-            statistics=FitStatistics(
-                sums=evidence_sums if self.beta == "auto" else no_sums,
-                attributes=functools.partial(_beta_attribute, self.beta)))
+            statistics=neon_statistics(self.beta, rows=self.feature_extractor is None))
 
     @blockwise("clusters")
     def decision_function(self, X):
@@ -327,11 +315,13 @@ class ExplainableKMeans(BaseTorchKMeans):
             before it. "zplus" suits ReLU networks. A rule object is accepted too, e.g.
             ``skxclust.nn.GammaRule(0.25)`` or your own object with a
             ``propagate(layer, a, relevance)`` method (see :mod:`skxclust.nn.rules`).
-        reference : None or array-like of shape (n_features,), default=None
+        reference : None, "mean" or array-like of shape (n_features,), default=None
             None: the midpoint rule. An input ``z`` (e.g. the training mean): root points
             are ``z`` projected onto each decision hyperplane, relevance is gradient times
             ``x - z`` plus a share of the evidence ``z`` keeps, rows still sum to ``f_c(x)``
-            (:mod:`skxclust.nn.reference_rule`). Not with a ``feature_extractor``.
+            (:mod:`skxclust.nn.reference_rule`). "mean": ``z = reference_``, the mean
+            training row (the default of :meth:`SpatialTransformerKMeans.explain`). Not
+            with a ``feature_extractor``.
         epsilon : float, default=1e-9
             Only with a ``feature_extractor``: stabiliser of the epsilon rule (of the first
             Linear/Conv layer, and of the rule given by name). An output that is zero to
@@ -378,11 +368,12 @@ class ExplainableKMeans(BaseTorchKMeans):
         check_lrp_options(rule, epsilon)
         top_k = check_top_k(top_k, raw.shape[1])
         beta = self.beta_ if beta is None else check_beta(beta)
-        reference = check_reference(reference, raw.shape[1])
         if reference is not None and self.feature_extractor is not None:
             raise ValueError("reference is not supported with a feature_extractor: root "
                              "points live in the embedding, not in the input; got "
                              f"feature_extractor={self.feature_extractor!r}.")
+        reference = reference_tensor(reference, getattr(self, "reference_", None),
+                                     raw.shape[1], raw.device, torch.float64)
         backward = None
         if self.feature_extractor is not None:
             layers_module, dtype = self._extractor(raw.device)
@@ -399,7 +390,7 @@ class ExplainableKMeans(BaseTorchKMeans):
 
     def _explain_rows(self, raw: torch.Tensor, extremes: tuple, target, beta: float,
                       backward=None, top_k: int | None = None, space: ArraySpace = HOST,
-                      reference: np.ndarray | None = None):
+                      reference: torch.Tensor | None = None):
         """NEON in row blocks of the (embedded) input; returns the relevance (numpy, or
         of the input's namespace: ``space``).
 
@@ -435,7 +426,7 @@ class ExplainableKMeans(BaseTorchKMeans):
             workspace = torch.empty(min(step, n), basis.shape[1], dtype=centers.dtype,
                                     device=centers.device)
             if reference is not None:
-                ref = torch.as_tensor(reference, dtype=centers.dtype, device=centers.device)
+                ref = reference.to(centers.dtype)
                 ref = ref if shift is None else ref - shift
             for rows, block in self._framed_chunks(Xt, shift, step):
                 if reference is not None:

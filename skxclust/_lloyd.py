@@ -53,7 +53,9 @@ class FitResult(NamedTuple):
     """What a fit hands to the estimator's finish step: numpy values in the input frame.
 
     ``n_iter`` is None for a ``partial_fit`` step; ``stats`` are the summed ``sums`` of
-    the fit plan's :class:`~skxclust._plan.FitStatistics`.
+    the fit plan's :class:`~skxclust._plan.FitStatistics`, taken on rows in the fit's
+    frame, whose origin in the input frame is ``origin`` (the shift of
+    :func:`into_fit_frame`).
     """
 
     centers: np.ndarray  # (K, D) in the input frame
@@ -61,6 +63,7 @@ class FitResult(NamedTuple):
     inertia: float
     n_iter: int | None
     stats: dict
+    origin: np.ndarray  # (D,)
 
 
 class LloydFit(NamedTuple):
@@ -85,7 +88,7 @@ class LloydFit(NamedTuple):
         ``shift`` (D,), centroids and labels copied to the host as numpy arrays;
         ``stats`` are the plan's summed statistics."""
         return FitResult((self.centers + shift).cpu().numpy(), self.labels.cpu().numpy(),
-                         self.inertia, self.n_iter, stats)
+                         self.inertia, self.n_iter, stats, shift.cpu().numpy())
 
 
 class Restarts(NamedTuple):

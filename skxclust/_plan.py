@@ -8,6 +8,7 @@ fit, ``partial_fit`` and the dask fit alike; it calls no other hook of the estim
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -15,10 +16,13 @@ import numpy as np
 import torch
 
 from ._geometry import Geometry
-from ._lloyd import LloydFit
+from ._lloyd import FitResult, LloydFit
 from .nn.lrp import auto_beta
+from .nn.neuralized import cluster_evidence
+from .nn.sparse import column_sums
 
-__all__ = ["FitPlan", "FitStatistics", "all_rows", "fitted_beta", "no_attributes", "no_sums"]
+__all__ = ["FitPlan", "FitStatistics", "all_rows", "evidence_sums", "fitted_beta", "mean_row",
+           "neon_statistics", "no_attributes", "no_sums", "row_sums"]
 
 
 def fitted_beta(beta, stats: dict) -> float:
@@ -28,6 +32,26 @@ def fitted_beta(beta, stats: dict) -> float:
     if beta != "auto":
         return float(beta)
     return auto_beta(torch.tensor([stats["evidence"] / stats["count"]], dtype=torch.float64))
+
+
+def evidence_sums(X, labels, centers, geometry, distances=None) -> dict:
+    """Sum and count of the assigned evidence f_c(x) of the rows X (for beta="auto";
+    ``distances`` (n, K): ``geometry.pairwise(X, centers)`` where the fit has them)."""
+    if distances is None:
+        distances = geometry.pairwise(X, centers)
+    f = cluster_evidence(distances).gather(1, labels[:, None])
+    return {"evidence": float(f.to(torch.float64).sum()), "count": int(f.shape[0])}
+
+
+def row_sums(X: torch.Tensor) -> dict:
+    """Sum (D,) (float64; a sparse X over its stored values) and count of the rows X."""
+    return {"rows": column_sums(X).cpu().numpy(), "count": int(X.shape[0])}
+
+
+def mean_row(stats: dict) -> np.ndarray:
+    """The unweighted mean (D,) of the rows :func:`row_sums` summed, in the input frame
+    (``stats["origin"]`` added back: the sums were taken in the fit's frame)."""
+    return stats["origin"] + np.asarray(stats["rows"], dtype=np.float64) / stats["count"]
 
 
 def no_sums(X: torch.Tensor, labels: torch.Tensor, centers: torch.Tensor,
@@ -61,12 +85,20 @@ default=no_sums
     rows : callable ``n_samples -> ndarray or None``, default=all_rows
         The training rows ``sums`` reads after a fit (None: all rows).
     attributes : callable ``dict -> dict``, default=no_attributes
-        The extra fitted attributes (``beta_``, ...), by name, from the summed statistics.
+        The extra fitted attributes (``beta_``, ...), by name, from the summed statistics
+        and, under the key "origin", the origin (D,) of the fit's frame in the input
+        frame (``sums`` see rows in the fit's frame: a translation-invariant fit centres
+        dense rows).
     """
 
     sums: Callable[..., dict] = no_sums
     rows: Callable[[int], np.ndarray | None] = all_rows
     attributes: Callable[[dict], dict] = no_attributes
+
+    def attributes_of(self, result: FitResult) -> dict:
+        """The fitted attributes of a fit's ``result``: :attr:`attributes` of its summed
+        statistics and its frame's origin."""
+        return self.attributes({**result.stats, "origin": result.origin})
 
 
 @dataclass(frozen=True)
@@ -127,3 +159,23 @@ or None, default=None
     def lloyd_geometry(self) -> Geometry:
         """The geometry of the in-memory fit."""
         return self.geometry if self.fit_geometry is None else self.fit_geometry
+
+
+def _neon_sums(evidence: bool, rows: bool, X, labels, centers, geometry,
+               distances=None) -> dict:
+    sums = evidence_sums(X, labels, centers, geometry, distances) if evidence else {}
+    return {**sums, **row_sums(X)} if rows else sums
+
+
+def _neon_attributes(beta, stats: dict) -> dict:
+    return {"beta_": fitted_beta(beta, stats),
+            **({"reference_": mean_row(stats)} if "rows" in stats else {})}
+
+
+def neon_statistics(beta, rows: bool) -> FitStatistics:
+    """The statistics of :class:`~skxclust.ExplainableKMeans`: ``beta_`` (``beta``, or for
+    "auto" from the sums of the assigned evidence) and, with ``rows`` (inputs that are
+    not embedded by a feature extractor), ``reference_``: the unweighted mean of the
+    training rows (:func:`row_sums`, :func:`mean_row`), all of them summed."""
+    return FitStatistics(functools.partial(_neon_sums, beta == "auto", rows),
+                         attributes=functools.partial(_neon_attributes, beta))

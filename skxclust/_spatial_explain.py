@@ -34,13 +34,12 @@ import numpy as np
 import torch
 
 from ._dask import blockwise
-from ._plan import FitStatistics, fitted_beta
+from ._plan import FitStatistics, fitted_beta, mean_row, row_sums
+from ._reference import reference_tensor
 from ._validation import (
     check_beta,
     check_explainable_n_clusters,
-    check_reference,
     check_target,
-    fitted_tensor,
     resolve_image_shape,
 )
 from .nn.lrp import neon_relevance
@@ -69,9 +68,7 @@ def warp_sums(X, labels, centers, geometry, distances=None) -> dict:
     losses = geometry.pairwise(X, centers) if distances is None else distances
     nearest = losses.min(dim=1).values.to(torch.float64)
     evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
-    return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()),
-            "count": int(losses.shape[0]),
-            "pixels": X.sum(dim=0, dtype=torch.float64).cpu().numpy()}
+    return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()), **row_sums(X)}
 
 
 def warp_statistics(image_shape, beta, n_features: int) -> FitStatistics:
@@ -88,7 +85,7 @@ def warp_attributes(image_shape, beta, n_features: int, stats: dict) -> dict:
     return {"image_shape_": resolve_image_shape(image_shape, n_features),
             "beta_": fitted_beta(beta, stats),
             "noise_variance_": pixel_noise_variance(stats["energy"], stats["count"], n_features),
-            "reference_": np.asarray(stats["pixels"], dtype=np.float64) / stats["count"]}
+            "reference_": mean_row(stats)}
 
 
 class WarpExplanationMixin:
@@ -184,7 +181,8 @@ class WarpExplanationMixin:
         check_explainable_n_clusters(n_clusters)
         beta = self.beta_ if beta is None else check_beta(beta)
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
-        ref_t = self._reference_tensor(reference, Xt)
+        ref_t = reference_tensor(reference, getattr(self, "reference_", None), Xt.shape[1],
+                                 Xt.device, Xt.dtype)
         model = geometry.model(Xt)
         out = space.empty(*Xt.shape, dtype=Xt.dtype)
 
@@ -210,22 +208,6 @@ class WarpExplanationMixin:
 
         self._each_warped_chunk(Xt, centers, geometry, chunk)
         return space.output(out)
-
-    def _reference_tensor(self, reference, Xt: torch.Tensor) -> torch.Tensor | None:
-        """The ``reference`` of :meth:`explain` (None, "mean": the fitted ``reference_``,
-        or an input, validated) as a (D,) tensor of Xt's dtype on its device."""
-        if not isinstance(reference, str):
-            ref = check_reference(reference, Xt.shape[1])
-            return None if ref is None else torch.as_tensor(ref, dtype=Xt.dtype,
-                                                            device=Xt.device)
-        if reference != "mean":
-            raise ValueError(f'reference must be "mean", None or one value per feature, '
-                             f"got {reference!r}.")
-        if not hasattr(self, "reference_"):  # pickled by a version without it
-            raise AttributeError('reference="mean" needs the fitted attribute reference_, '
-                                 "which this estimator lacks (fitted by an older version): "
-                                 "refit it, or pass reference=None or an input.")
-        return fitted_tensor(self.reference_, Xt.device, Xt.dtype)
 
     @staticmethod
     def _to_centroid_frame(relevance, model, params):

@@ -116,9 +116,13 @@ def test_every_method_answers_in_the_inputs_namespace_device_and_dtype(kind, nam
     target = np.arange(X.shape[0]) % 3
     with config_context(array_api_dispatch=True):
         est = make(kind).fit(X_in, sample_weight=as_namespace(np.ones(X.shape[0]), namespace))
-        for name in ("cluster_centers_", "labels_"):
+        for name in ("cluster_centers_", "labels_", "reference_"):
             value = getattr(est, name)
             assert type(value) is type(X_in) and str(value.device) == str(X_in.device), name
+        if kind == "explainable":  # its default is the midpoint rule: the mean separately
+            np.testing.assert_allclose(
+                to_numpy(est.explain(X_in, reference="mean")),
+                reference.explain(Xd, reference="mean"), rtol=1e-6, atol=1e-6)
         np.testing.assert_array_equal(to_numpy(est.labels_), reference.labels_)
         for label, kwargs in method_calls(kind, as_namespace(target, namespace)).items():
             method = label.split("(")[0]

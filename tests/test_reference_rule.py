@@ -116,10 +116,53 @@ def test_explain_refuses_a_bad_reference(st_fitted, reference):
             est.explain(X[:3], reference=reference)
 
 
-def test_explainable_kmeans_has_no_fitted_mean_reference():
+# -- ExplainableKMeans(reference="mean"): the same fitted training mean, not the default ---
+@pytest.mark.parametrize("kind", ["float64", "float32", "sparse"])
+@pytest.mark.parametrize("beta", ["auto", 2.0])
+def test_explainable_reference_mean_is_the_training_mean(kind, beta):
+    import scipy.sparse as sp
+
+    data = {"float64": X, "float32": X.astype(np.float32), "sparse": sp.csr_matrix(X)}[kind]
+    km = ExplainableKMeans(n_clusters=4, beta=beta, random_state=0, device="cpu").fit(data)
+    # the fit centres dense rows by their mean: the sums come back to the input frame
+    np.testing.assert_allclose(km.reference_, REFERENCE, rtol=1e-6 if kind == "float32"
+                               else 1e-12, atol=1e-6)
+    rows = data[:30]
+    mean = km.explain(rows, reference="mean")
+    np.testing.assert_allclose(mean, km.explain(rows, reference=km.reference_), rtol=1e-6,
+                               atol=1e-9)
+    assert not np.allclose(mean, km.explain(rows))  # the default stays the midpoint rule
+    np.testing.assert_allclose(mean.sum(1), km.decision_function(rows).max(1), rtol=1e-4)
+
+
+def test_explainable_reference_is_unweighted_and_of_every_fit_path():
+    import dask.array as da
+
+    weight = np.linspace(0.1, 3.0, X.shape[0])
+    km = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu")
+    np.testing.assert_allclose(km.fit(X, sample_weight=weight).reference_, REFERENCE,
+                               rtol=1e-12, atol=1e-12)
+    dask_fit = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu").fit(
+        da.from_array(X, chunks=80))
+    np.testing.assert_allclose(dask_fit.reference_, REFERENCE, rtol=1e-12, atol=1e-12)
+    km.partial_fit(X[:100]).partial_fit(X[100:])  # like beta_: the last chunk's
+    np.testing.assert_allclose(km.reference_, X[100:].mean(0), rtol=1e-12, atol=1e-12)
+
+
+def test_explainable_reference_mean_needs_the_fitted_mean():
+    import copy
+
     km = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu").fit(X)
-    with pytest.raises(ValueError, match="reference"):
-        km.explain(X[:3], reference="mean")
+    old = copy.deepcopy(km)
+    del old.reference_  # a model pickled before reference_ existed
+    with pytest.raises(AttributeError, match="refit"):
+        old.explain(X[:3], reference="mean")
+    np.testing.assert_array_equal(old.explain(X[:3]), km.explain(X[:3]))
+    net = torch.nn.Sequential(torch.nn.Linear(64, 8), torch.nn.ReLU())
+    deep = ExplainableKMeans(n_clusters=3, feature_extractor=net, random_state=0).fit(X)
+    assert not hasattr(deep, "reference_")  # the rows summed would be embeddings
+    with pytest.raises(ValueError, match="reference is not supported with a feature"):
+        deep.explain(X[:3], reference="mean")
 
 
 # -- the default of SpatialTransformerKMeans: the reference rule from the training mean ----

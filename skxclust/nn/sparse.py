@@ -26,6 +26,7 @@ __all__ = [
     "group_sums",
     "value_extremes",
     "column_variance",
+    "column_sums",
 ]
 
 
@@ -166,3 +167,12 @@ def column_variance(X: torch.Tensor) -> torch.Tensor:
     stored = torch.bincount(col, minlength=X.shape[1]).to(torch.float64)
     m2 = torch.zeros_like(mean).index_add_(0, col, (values - mean[col]) ** 2)
     return (m2 + (n - stored) * mean * mean) / n
+
+
+def column_sums(X: torch.Tensor) -> torch.Tensor:
+    """Sum of every column over the rows, shape (D,), in float64 (for a sparse ``X``
+    over its stored values: never densified)."""
+    if not is_sparse(X):
+        return X.sum(dim=0, dtype=torch.float64)
+    sums = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
+    return sums.index_add_(0, X.col_indices().to(torch.long), X.values().to(torch.float64))
