@@ -17,6 +17,7 @@ import torch
 
 from ._geometry import Geometry
 from ._lloyd import FitResult, LloydFit
+from ._threads import ROW_SUM_BLOCK_VALUES, block_rows
 from .nn.lrp import auto_beta
 from .nn.neuralized import cluster_evidence
 from .nn.sparse import column_sums
@@ -44,8 +45,10 @@ def evidence_sums(X, labels, centers, geometry, distances=None) -> dict:
 
 
 def row_sums(X: torch.Tensor) -> dict:
-    """Sum (D,) (float64; a sparse X over its stored values) and count of the rows X."""
-    return {"rows": column_sums(X).cpu().numpy(), "count": int(X.shape[0])}
+    """Sum (D,) (float64, in blocks of about :data:`ROW_SUM_BLOCK_VALUES` values; a sparse
+    X over its stored values) and count of the rows X."""
+    step = block_rows(ROW_SUM_BLOCK_VALUES, X.shape[1], max(1, X.shape[0]))
+    return {"rows": column_sums(X, step).cpu().numpy(), "count": int(X.shape[0])}
 
 
 def mean_row(stats: dict) -> np.ndarray:

@@ -33,9 +33,10 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["EXPLAIN_BLOCK_VALUES", "SCREEN_MIN_MACS", "SEEDING_BLOCK_ENTRIES",
-           "SERIAL_BELOW", "SIGNAL_CHUNK_SCALE", "SUM_BLOCK_VALUES", "Work", "block_rows",
-           "intra_op_threads", "map_jobs", "pass_threads", "torch_threads"]
+__all__ = ["EXPLAIN_BLOCK_VALUES", "ROW_SUM_BLOCK_VALUES", "SCREEN_MIN_MACS",
+           "SEEDING_BLOCK_ENTRIES", "SERIAL_BELOW", "SIGNAL_CHUNK_SCALE", "SUM_BLOCK_VALUES",
+           "Work", "block_rows", "intra_op_threads", "map_jobs", "pass_threads",
+           "torch_threads"]
 
 # -- when one thread is faster ----------------------------------------------------------
 # Measured on the project's shared 2-core machine. Below these sizes torch's per-op
@@ -128,6 +129,10 @@ SUM_BLOCK_VALUES = 2**18
 # (4 MiB of float64), so the few (rows, D) temporaries of a block stay in cache (MNIST-5k on
 # 2 cores: 42 ms with 668-row blocks, 61 ms with 167, 49 ms with 1337).
 EXPLAIN_BLOCK_VALUES = 2**19
+# The fit statistics' column sums of the rows (reference_): float64 sums of blocks of about
+# this many values, so that float32 rows are never copied to float64 whole (60,000 MNIST
+# rows: a 360 MB temporary); ST K-means' 512 statistics rows of MNIST are one block.
+ROW_SUM_BLOCK_VALUES = 2**19
 # k-means++ seeds restarts in groups that keep the (group * trials, n) distance block near
 # this many entries.
 SEEDING_BLOCK_ENTRIES = 2**24

@@ -169,10 +169,17 @@ def column_variance(X: torch.Tensor) -> torch.Tensor:
     return (m2 + (n - stored) * mean * mean) / n
 
 
-def column_sums(X: torch.Tensor) -> torch.Tensor:
-    """Sum of every column over the rows, shape (D,), in float64 (for a sparse ``X``
-    over its stored values: never densified)."""
-    if not is_sparse(X):
-        return X.sum(dim=0, dtype=torch.float64)
-    sums = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
-    return sums.index_add_(0, X.col_indices().to(torch.long), X.values().to(torch.float64))
+def column_sums(X: torch.Tensor, block_rows: int | None = None) -> torch.Tensor:
+    """Sum of every column over the rows, shape (D,), in float64.
+
+    A dense ``X`` is summed ``block_rows`` rows at a time (None: at once), each block cast
+    to float64 on its own (``sum(dtype=float64)`` copies its input whole); a sparse ``X``
+    over its stored values (never densified)."""
+    if is_sparse(X):
+        sums = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
+        return sums.index_add_(0, X.col_indices().to(torch.long), X.values().to(torch.float64))
+    step = X.shape[0] if block_rows is None else max(1, block_rows)
+    sums = X[:step].sum(dim=0, dtype=torch.float64)
+    for start in range(step, X.shape[0], step):
+        sums += X[start:start + step].sum(dim=0, dtype=torch.float64)
+    return sums
