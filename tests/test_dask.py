@@ -99,8 +99,7 @@ def assert_same_fit(a, b, rtol=1e-9):
     np.testing.assert_allclose(a.inertia_, b.inertia_, rtol=rtol)
     assert a.n_iter_ == b.n_iter_
     np.testing.assert_allclose(a.beta_, b.beta_, rtol=1e-6)
-    if hasattr(a, "reference_"):
-        np.testing.assert_allclose(a.reference_, b.reference_, rtol=1e-9)
+    np.testing.assert_allclose(a.reference_, b.reference_, rtol=1e-9)
 
 
 # -- fit ---------------------------------------------------------------------------------
