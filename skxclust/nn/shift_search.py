@@ -44,9 +44,12 @@ def translation_params(model: WarpModel) -> torch.Tensor:
             raise ValueError(f"a shift search needs a 1-D warp model, got shape {model.shape}.")
         basis = model.basis.to(torch.float64)
         ones = torch.ones(basis.shape[0], 1, dtype=torch.float64, device=basis.device)
-        if basis.shape[0] < basis.shape[1]:  # fewer samples than basis functions: the
-            # minimum-norm solution (torch's CPU lstsq read uninitialized memory here: a
-            # 1 x 2 signal's translation came out as [1, 0, 1] or [1, 0, 0] at random)
+        if int(torch.linalg.matrix_rank(basis)) < basis.shape[1]:  # fewer samples than
+            # basis functions, or dependent ones ("affine+tps": its TPS holds the affine
+            # part): the minimum-norm solution. torch's CPU lstsq read uninitialized memory
+            # there: a 1 x 2 signal's translation came out as [1, 0, 1] or [1, 0, 0] at
+            # random, and a 1 x 17 "affine+tps" one (rank 3 of 5) about once in 3,000 calls
+            # after other fits was no translation at all (CI failed on it once)
             unit = (torch.linalg.pinv(basis) @ ones)[:, 0]
         else:
             unit = torch.linalg.lstsq(basis, ones).solution[:, 0]
