@@ -14,9 +14,9 @@ from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._merge_init import euclidean_kmeans, merge_init
 from ._plan import FitPlan
+from ._shapes import resolve_warp_shape
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import SplitMerge
-from ._validation import resolve_image_shape
 from ._warp_geometry import WarpGeometry
 from .nn.appearance import APPEARANCES
 from .nn.graduated import auto_blur_widths, check_blur_widths
@@ -384,7 +384,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     # -- hooks of BaseTorchKMeans ------------------------------------------------------
     def _make_geometry(self, n_features: int, affine_penalty=None) -> WarpGeometry:
         affine_penalty = self._affine_penalty_value() if affine_penalty is None else affine_penalty
-        shape = resolve_image_shape(self.image_shape, n_features)
+        shape = resolve_warp_shape(self.image_shape, n_features)
         blur = self.centroid_blur
         return WarpGeometry(
             shape, blur_widths=auto_blur_widths(shape) if isinstance(blur, str) else

@@ -36,12 +36,8 @@ import torch
 from ._dask import blockwise
 from ._plan import FitStatistics, fitted_beta, mean_row, row_sums
 from ._reference import reference_tensor
-from ._validation import (
-    check_beta,
-    check_explainable_n_clusters,
-    check_target,
-    resolve_image_shape,
-)
+from ._shapes import resolve_warp_shape
+from ._validation import check_beta, check_explainable_n_clusters, check_target
 from .nn.lrp import neon_relevance
 from .nn.neuralized import cluster_evidence
 from .nn.reference_rule import neon_reference_relevance
@@ -82,7 +78,7 @@ def warp_attributes(image_shape, beta, n_features: int, stats: dict) -> dict:
     """``image_shape_``, ``beta_`` (``1 / mean f_c(x)`` for "auto"), ``noise_variance_``
     (the mean nearest energy per pixel) and ``reference_`` (the mean row, the default
     root-point reference of ``explain``) from :func:`warp_sums`."""
-    return {"image_shape_": resolve_image_shape(image_shape, n_features),
+    return {"image_shape_": resolve_warp_shape(image_shape, n_features),
             "beta_": fitted_beta(beta, stats),
             "noise_variance_": pixel_noise_variance(stats["energy"], stats["count"], n_features),
             "reference_": mean_row(stats)}

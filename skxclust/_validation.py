@@ -42,7 +42,6 @@ __all__ = [
     "make_generators",
     "refuse_sparse",
     "resolve_device",
-    "resolve_image_shape",
     "to_tensor",
     "warn_user",
 ]
@@ -419,81 +418,3 @@ def check_top_k(top_k, n_features: int) -> int | None:
             f"top_k={top_k} is out of range: it must be in [1, n_features={n_features}]."
         )
     return int(top_k)
-
-
-def _shape_entries(image_shape) -> tuple | None:
-    """The entries of ``image_shape`` as a tuple: those of a tuple or list as they are
-    (bools stay bools), those of any other 1-D array-like (numpy array, tensor) read
-    through numpy; None for a string, bytes, a scalar or anything numpy cannot read."""
-    if isinstance(image_shape, (tuple, list)):
-        return tuple(image_shape)
-    if isinstance(image_shape, (str, bytes)):
-        return None
-    try:
-        array = np.asarray(image_shape)
-    except (TypeError, ValueError):
-        return None
-    return tuple(array.tolist()) if array.ndim == 1 else None
-
-
-def resolve_image_shape(image_shape, n_features: int, *,
-                        allow_none: bool = True) -> tuple[int, int]:
-    """The (H, W) that rows of ``n_features`` values are reshaped to (row-major).
-
-    The one place where image shapes are resolved and validated: the ST K-means fits,
-    its warp models, :mod:`skxclust.plotting` and the generators of
-    :mod:`skxclust.datasets` all call it.
-
-    Parameters
-    ----------
-    image_shape : pair of int or None
-        ``(H, W)`` with ``H * W == n_features``, as a tuple, a list or a 1-D array of
-        ints (not bools). None gives a square image when ``n_features`` is a perfect
-        square and a ``1 x n_features`` signal otherwise.
-    n_features : int
-    allow_none : bool, default=True
-        False where the shape is required (the generators of :mod:`skxclust.datasets`):
-        None is then refused like any other value that is not a pair.
-
-    Returns
-    -------
-    (int, int)
-
-    Raises
-    ------
-    ValueError
-        Naming ``image_shape`` and its value, when it is not a pair of positive ints (or
-        None, where allowed) or does not hold ``n_features`` pixels.
-
-    Examples
-    --------
-    >>> resolve_image_shape(None, 64), resolve_image_shape(None, 10)
-    ((8, 8), (1, 10))
-    >>> resolve_image_shape((4, 16), 64)
-    (4, 16)
-    >>> resolve_image_shape(None, 64, allow_none=False)
-    Traceback (most recent call last):
-    ...
-    ValueError: image_shape=None must be a pair (H, W) of positive ints.
-    """
-    if image_shape is None and allow_none:
-        side = math.isqrt(n_features)
-        return (side, side) if side * side == n_features else (1, n_features)
-    shape = _shape_entries(image_shape)
-    # numbers.Integral declares no __ge__ for type checkers (the numeric tower is untyped)
-    if shape is None or len(shape) != 2 or not all(
-        isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
-        and s >= 1  # type: ignore[operator]
-        for s in shape
-    ):
-        expected = "None or a pair" if allow_none else "a pair"
-        raise ValueError(
-            f"image_shape={image_shape!r} must be {expected} (H, W) of positive ints."
-        )
-    height, width = int(shape[0]), int(shape[1])
-    if height * width != n_features:
-        raise ValueError(
-            f"image_shape={image_shape!r} holds {height * width} pixels but X has "
-            f"n_features={n_features}; H * W must equal n_features."
-        )
-    return height, width

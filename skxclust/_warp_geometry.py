@@ -79,7 +79,7 @@ class WarpGeometry(Geometry):
                  warp_dtype=None, n_clusters=None, appearance=None, appearance_penalty=1.0,
                  blur_widths=(), verbose=0):
         self.image_shape = image_shape
-        self.signal = min(image_shape) == 1  # a 1-D signal, warped along its one axis
+        self.signal = min(image_shape) == 1  # 1-D signals (or channels, (C, 1, L))
         self.n_landmarks = n_landmarks
         self.transform = transform
         self.n_steps = n_steps

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from scipy.ndimage import gaussian_filter
 from sklearn.utils import check_random_state
 
-from ._validation import resolve_image_shape
+from ._shapes import resolve_image_shape
 
 __all__ = [
     "load_digits_images",
@@ -172,7 +172,7 @@ def stratified_subset(X, y, n: int, random_state=None) -> tuple[np.ndarray, np.n
 # -------------------------------------------------------------------------- validation
 def _check_rows(X, image_shape) -> tuple[np.ndarray, tuple[int, int]]:
     """Validate X (2-D, finite) and image_shape (required here: H, W with H * W ==
-    n_features, checked by :func:`skxclust._validation.resolve_image_shape`)."""
+    n_features, checked by :func:`skxclust._shapes.resolve_image_shape`)."""
     X = np.asarray(X)
     if X.dtype == object or not np.issubdtype(X.dtype, np.number):
         raise TypeError(f"X must hold numbers, got dtype {X.dtype}.")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._plot_signals import cluster_members, draw_signal
-from ._validation import resolve_image_shape
+from ._shapes import resolve_warp_shape
 
 __all__ = ["plot_alignment", "plot_centroids", "plot_pixel_flipping", "plot_relevance"]
 
@@ -44,18 +44,19 @@ def _pyplot():
 
 def _image_shape(
     n_features: int, image_shape: Sequence[int] | None, estimator: Any = None
-) -> tuple[int, int] | None:
-    """The (H, W) to draw rows of ``n_features`` values as, or None for 1-D signals.
+) -> tuple[int, ...] | None:
+    """The (H, W) to draw rows of ``n_features`` values as, or None for 1-D signals
+    (``(C, 1, L)`` for the channels of a signal: a ``C x L`` image, or ``C`` curves).
 
     ``image_shape`` None takes the estimator's ``image_shape_`` / ``image_shape``; the
-    shape is resolved by :func:`skxclust._validation.resolve_image_shape`, and a shape
+    shape is resolved by :func:`skxclust._shapes.resolve_warp_shape`, and a shape
     inferred for data that are not square images means 1-D signals (drawn as strips).
     """
     if image_shape is None and estimator is not None:
         image_shape = getattr(estimator, "image_shape_", None)
         if image_shape is None:
             image_shape = getattr(estimator, "image_shape", None)
-    shape = resolve_image_shape(image_shape, n_features)
+    shape = resolve_warp_shape(image_shape, n_features)
     if image_shape is None and shape[0] == 1:
         return None
     return shape
@@ -98,11 +99,17 @@ def _panel_axes(n_panels: int, n_cols: int, *, fig=None, axes=None, figsize=None
     return fig, [fig.add_subplot(grid[i // n_cols, i % n_cols]) for i in range(n_panels)]
 
 
+def _as_image(row: np.ndarray, shape) -> np.ndarray:
+    """A flat row as a 2-D image: (H, W), or (C, L) for the channels of a signal."""
+    return row.reshape(shape[0], shape[-1])
+
+
 def _draw_row(ax, row: np.ndarray, shape, *, cmap, vmin=None, vmax=None):
     """Draw one flat row as an image (``shape`` given) or as a heat strip (1-D)."""
     if shape is not None:
-        mappable = ax.imshow(row.reshape(shape), cmap=cmap, vmin=vmin, vmax=vmax,
-                             interpolation="nearest")
+        mappable = ax.imshow(_as_image(row, shape), cmap=cmap, vmin=vmin, vmax=vmax,
+                             interpolation="nearest", aspect="auto" if len(shape) == 3
+                             else None)
     else:
         mappable = ax.imshow(row[None, :], cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
                              interpolation="nearest")
@@ -227,7 +234,8 @@ def plot_centroids(
     members = cluster_members(estimator, X if signal else None, n_clusters, max_members)
     for k, ax in enumerate(panels):
         if signal:
-            draw_signal(ax, centers[k], members[k], (lo, hi) if shared_scale else None)
+            draw_signal(ax, centers[k], members[k], (lo, hi) if shared_scale else None,
+                        channels=shape[0] if shape is not None and len(shape) == 3 else 1)
         else:
             mappable = _draw_row(ax, centers[k], shape, cmap=cmap, vmin=lo, vmax=hi)
         if titles is True:
@@ -350,7 +358,7 @@ def plot_relevance(
             ax.plot(np.arange(n_features), X[i], color="k", linewidth=1.0)
             ax.set_ylim(lo, hi)
         elif overlay:
-            img = X[i].reshape(shape)
+            img = _as_image(X[i], shape)
             lo, hi = float(img.min()), float(img.max())
             if hi > lo:
                 ax.contour(img, levels=[(lo + hi) / 2], colors="k", linewidths=0.8)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from skxclust import datasets
-from skxclust._validation import resolve_image_shape
+from skxclust._shapes import resolve_image_shape
 from skxclust.datasets import (
     load_digits_images,
     load_mnist_5k,
@@ -233,7 +233,7 @@ BAD_IMAGE_SHAPES = [(8, 9), (8, 0), (8, 8, 1), (8.0, 8), (True, 64), [8, [1, 2]]
 @pytest.mark.parametrize("generator", list(GENERATORS))
 def test_generators_refuse_a_bad_image_shape_with_the_estimators_message_naming_it(
         digits, generator, image_shape):
-    """One check for every image_shape (_validation.resolve_image_shape), None refused
+    """One check for every image_shape (_shapes.resolve_image_shape), None refused
     here because the generators have no default shape."""
     with pytest.raises(ValueError) as refused:
         GENERATORS[generator](digits[0][:3], image_shape)

@@ -56,14 +56,14 @@ __all__ = ["APPEARANCES", "Appearance", "intensity_rows", "spd_inverse", "thickn
 APPEARANCES = ("intensity", "intensity+thickness")
 
 
-def thickness_channel(images: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+def thickness_channel(images: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """Half the morphological gradient of each image: ``(max - min) / 2`` over the 3 x 3
     neighbourhood of every pixel (3 x 1 along a ``1 x n`` signal), edges replicated.
 
     Parameters
     ----------
     images : Tensor of shape (K, P)
-    shape : (H, W) with ``H * W == P``
+    shape : (H, W) with ``H * W == P``, or (C, 1, L) for the channels of a signal
 
     Returns
     -------
@@ -79,6 +79,9 @@ def thickness_channel(images: torch.Tensor, shape: tuple[int, int]) -> torch.Ten
     >>> thickness_channel(line, (1, 5)).tolist()
     [[0.0, 0.5, 0.5, 0.5, 0.0]]
     """
+    if len(shape) == 3:  # the channels of a signal (C, 1, L): each on its own
+        return thickness_channel(images.reshape(-1, int(shape[2])), tuple(shape[1:])
+                                 ).reshape(images.shape)
     height, width = shape
     grid = images.reshape(-1, 1, height, width)
     kernel = (3 if height > 1 else 1, 3 if width > 1 else 1)
@@ -131,7 +134,7 @@ class Appearance:
     def __repr__(self) -> str:
         return f"Appearance({self.kind!r}, penalty={self.penalty!r})"
 
-    def channels(self, images: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    def channels(self, images: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
         """The channels of each centroid, (K, C, P): the centroid, then the images
         derived from it."""
         if self.n_channels == 1:
@@ -246,7 +249,7 @@ def warp_channels(appearance: Appearance, images: torch.Tensor, model: WarpModel
     >>> warp_channels(Appearance("intensity+thickness", 1.0), line, model, warps).tolist()
     [[[[0.0, 0.0, 1.0, 0.0, 0.0], [0.0, 0.5, 0.5, 0.5, 0.0]]]]
     """
-    channels = appearance.channels(images, model.shape)  # (K, C, P)
+    channels = appearance.channels(images, model.input_shape)  # (K, C, P)
     n_images, n_channels = channels.shape[:2]
     params = warps.transpose(0, 1).repeat_interleave(n_channels, dim=0)
     warped = warp_images(channels.reshape(n_images * n_channels, -1), model, params)

@@ -56,13 +56,13 @@ COARSE_WIDTH = 1.0
 _FIT_STEPS = inspect.signature(fit_warps).parameters["n_steps"].default
 
 
-def auto_blur_widths(shape: tuple[int, int]) -> tuple[float, ...]:
+def auto_blur_widths(shape: tuple[int, ...]) -> tuple[float, ...]:
     """The default blur widths for images of ``shape``: ``(s / 14, s / 28)`` pixels for
     the shorter side ``s`` of an image ((2, 1) on 28 x 28); none when the first would be
     under a pixel (``s < 14``: the bilinear resampling smooths as much; on the 8 x 8
     digits (0.57, 0.29) left the energies of fitted models unchanged, 489.3 against 489.6,
     at 1.6x the fit time), nor for a 1-D signal (``H == 1`` or ``W == 1``: its fits start
-    from the best whole-sample shift).
+    from the best whole-sample shift; nor for the channels ``(C, 1, L)`` of one).
 
     Examples
     --------
@@ -70,7 +70,7 @@ def auto_blur_widths(shape: tuple[int, int]) -> tuple[float, ...]:
     >>> auto_blur_widths((28, 28)), auto_blur_widths((8, 8)), auto_blur_widths((1, 150))
     ((2.0, 1.0), (), ())
     """
-    side = min(int(shape[0]), int(shape[1]))
+    side = min(int(s) for s in shape)
     return () if side < 14 else (side / 14.0, side / 28.0)
 
 
@@ -96,8 +96,9 @@ def _gaussian_kernel(width: float, dtype: torch.dtype, device) -> torch.Tensor:
     return kernel / kernel.sum()
 
 
-def blur_images(images: torch.Tensor, shape: tuple[int, int], width: float) -> torch.Tensor:
-    """Gaussian blur of flattened images along every axis longer than one pixel.
+def blur_images(images: torch.Tensor, shape: tuple[int, ...], width: float) -> torch.Tensor:
+    """Gaussian blur of flattened images along every axis longer than one pixel (along
+    time only for the channels of a signal, ``shape`` ``(C, 1, L)``).
 
     Zero outside the image (as a warp samples it), so ink near the border spreads out of
     the image as it would be warped out of it.
@@ -122,6 +123,9 @@ def blur_images(images: torch.Tensor, shape: tuple[int, int], width: float) -> t
     >>> round(float(blurred.sum()), 3), bool(blurred[0, 24] < 0.2)
     (1.0, True)
     """
+    if len(shape) == 3:  # each channel blurred on its own
+        time = blur_images(images.reshape(-1, int(shape[2])), tuple(shape[1:]), width)
+        return time.reshape(images.shape)
     height, width_px = int(shape[0]), int(shape[1])
     check_shape(images, "images", "(N, P)", P=(height * width_px, "H * W"))
     if width < 0:
@@ -203,7 +207,7 @@ def graduated_fit_warps(
     widths = check_blur_widths(widths)
     if not widths:
         return fit_warps(samples, centroids, model, **fit_kwargs)
-    shape = model.shape
+    shape = model.input_shape
     n_candidates = fit_kwargs.get("n_candidates")
     first = dict(fit_kwargs)  # the first stage: all its steps on the coarse level, if any
     if first.get("coarse") is not None and widths[0] >= COARSE_WIDTH:

@@ -32,8 +32,9 @@ def _differences(model: WarpModel):
     samples, ``(n - 1,)`` and ``(n - 1, n_basis)`` (built once, in ``model.cache``)."""
     key = ("monotone",)
     if key not in model.cache:
-        points = model.points[:, 0]
-        model.cache[key] = (points[1:] - points[:-1], model.basis[1:] - model.basis[:-1])
+        n = model.length  # the channels of a signal share the first one's times
+        points, basis = model.points[:n, 0], model.basis[:n]
+        model.cache[key] = (points[1:] - points[:-1], basis[1:] - basis[:-1])
     return model.cache[key]
 
 

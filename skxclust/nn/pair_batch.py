@@ -237,7 +237,7 @@ def pair_images(centroids: torch.Tensor, model: WarpModel,
     channels of ``appearance`` (C = 1 without)."""
     if appearance is None:
         return centroids.reshape(centroids.shape[0], 1, *model.shape)
-    return appearance.channels(centroids, model.shape).reshape(
+    return appearance.channels(centroids, model.input_shape).reshape(
         centroids.shape[0], -1, *model.shape)
 
 

@@ -17,7 +17,6 @@ which keeps the balance of data and penalty, hence the optimum, nearly the same.
 from __future__ import annotations
 
 import functools
-from typing import cast
 
 import torch
 
@@ -30,16 +29,16 @@ __all__ = ["coarse_shape", "downsample_images"]
 MIN_COARSE_SIDE = 10
 
 
-def coarse_shape(shape: tuple[int, int], min_side: int = MIN_COARSE_SIDE
-                 ) -> tuple[int, int] | None:
+def coarse_shape(shape: tuple[int, ...], min_side: int = MIN_COARSE_SIDE
+                 ) -> tuple[int, ...] | None:
     """The half-resolution shape of ``shape``, or None when it would be too small.
 
     Each axis longer than 1 pixel is halved (rounded up); a 1-D signal (``H == 1`` or
-    ``W == 1``) keeps its trivial axis.
+    ``W == 1``) keeps its trivial axis, a signal of channels ``(C, 1, L)`` its channels.
 
     Parameters
     ----------
-    shape : (H, W)
+    shape : (H, W) or (C, 1, L)
     min_side : int, default=10
         None is returned when a halved axis would have fewer pixels.
 
@@ -52,11 +51,16 @@ def coarse_shape(shape: tuple[int, int], min_side: int = MIN_COARSE_SIDE
     >>> from skxclust.nn.pyramid import coarse_shape
     >>> coarse_shape((28, 28)), coarse_shape((1, 150)), coarse_shape((8, 8))
     ((14, 14), (1, 75), None)
+    >>> coarse_shape((3, 1, 150))
+    (3, 1, 75)
     """
+    if len(shape) == 3:
+        time = coarse_shape(tuple(shape[1:]), min_side)
+        return None if time is None else (int(shape[0]), *time)
     halved = tuple(1 if side == 1 else (int(side) + 1) // 2 for side in shape)
     if any(side != 1 and half < min_side for side, half in zip(shape, halved)):
         return None
-    return cast("tuple[int, int]", halved)  # one entry per axis of the (H, W) shape
+    return halved
 
 
 @functools.lru_cache(maxsize=32)

@@ -57,13 +57,17 @@ def translation_params(model: WarpModel) -> torch.Tensor:
     return model.cache[key]
 
 
-def shift_energies(samples: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
+def shift_energies(samples: torch.Tensor, centroids: torch.Tensor,
+                   channels: int = 1) -> torch.Tensor:
     """Data term ``||x_b - shift_s mu_k||^2`` of every pair for every whole shift.
 
     Parameters
     ----------
-    samples : Tensor of shape (B, n)
-    centroids : Tensor of shape (K, n)
+    samples : Tensor of shape (B, channels * n)
+    centroids : Tensor of shape (K, channels * n)
+    channels : int, default=1
+        Signals of ``channels`` channels of ``n`` samples each (channel after channel),
+        all shifted together: the energies are summed over the channels.
 
     Returns
     -------
@@ -81,13 +85,16 @@ def shift_energies(samples: torch.Tensor, centroids: torch.Tensor) -> torch.Tens
     >>> int(e.argmin()) - 3, float(e.min())  # shift s = +1 matches it exactly
     (1, 0.0)
     """
-    n = samples.shape[1]
+    n = samples.shape[1] // channels
     size = 2 * n
-    fx = torch.fft.rfft(samples, size)  # (B, F)
-    fm = torch.fft.rfft(centroids, size)  # (K, F)
-    corr = torch.fft.irfft(fx.conj()[None] * fm[:, None], size)  # (K, B, 2n): lag s at s
+    fx = torch.fft.rfft(samples.reshape(samples.shape[0], channels, n), size)  # (B, C, F)
+    fm = torch.fft.rfft(centroids.reshape(centroids.shape[0], channels, n), size)
+    # the cross-spectrum of every pair, summed over the channels: (K, B, F)
+    spectrum = fx.conj()[None] * fm[:, None]  # (K, B, C, F)
+    spectrum = spectrum[:, :, 0] if channels == 1 else spectrum.sum(2)
+    corr = torch.fft.irfft(spectrum, size)  # (K, B, 2n): lag s at s
     lags = torch.cat([corr[..., n + 1:], corr[..., :n]], -1)  # s = -(n-1) ... n-1
-    squares = centroids * centroids
+    squares = (centroids * centroids).reshape(centroids.shape[0], channels, n).sum(1)
     total = torch.cumsum(squares, -1)
     # sum of mu_j^2 over j in [s, n - 1] for s >= 0, over [0, n - 1 + s] for s < 0
     head = total[:, :-1]  # s = -(n - 1) ... -1: sums up to n - 1 + s
@@ -109,10 +116,10 @@ def shift_start(
 
     Parameters
     ----------
-    samples : Tensor of shape (B, n)
-    centroids : Tensor of shape (K, n)
+    samples : Tensor of shape (B, P)
+    centroids : Tensor of shape (K, P)
     model : WarpModel
-        1-D (a ``1 x n`` or ``n x 1`` image).
+        1-D (a ``1 x n`` or ``n x 1`` image, or ``C`` channels of ``n`` samples).
     penalty : float or Tensor of shape (B,)
         Weight of the warp penalty of each sample.
     gram : Tensor of shape (n_params, n_params)
@@ -138,7 +145,7 @@ def shift_start(
     True
     """
     check_pair_args(model, samples, centroids, penalty)
-    n = samples.shape[1]
+    n = model.length
     unit = translation_params(model).to(samples.dtype)
     if n < 2:  # a single sample: no shift to search
         return samples.new_zeros(centroids.shape[0] * samples.shape[0], unit.shape[0])
@@ -148,7 +155,7 @@ def shift_start(
     if not isinstance(penalty, torch.Tensor):
         penalty = samples.new_full((samples.shape[0],), float(penalty))
     cost = penalty.to(samples.dtype)[None, :, None] * per_unit * (lags * lags)
-    best = (shift_energies(samples, centroids) + cost).argmin(-1)  # (K, B)
+    best = (shift_energies(samples, centroids, model.channels) + cost).argmin(-1)  # (K, B)
     return (lags[best].reshape(-1, 1) * unit[None]).contiguous()
 
 
@@ -176,7 +183,7 @@ def off_the_knots(start: torch.Tensor, model: WarpModel) -> torch.Tensor:
     >>> 0 < samples < 1e-5  # a millionth of a sample further right
     True
     """
-    n = model.shape[0] * model.shape[1]
+    n = model.length
     if n < 2:
         return start
     eps = torch.finfo(start.dtype).eps

@@ -88,17 +88,23 @@ class WarpModel:
     (4, 4)
     """
 
-    def __init__(self, shape, transform, points, basis, landmark_basis, centers):
+    def __init__(self, shape, transform, points, basis, landmark_basis, centers,
+                 channels: int = 1):
         self.shape = (int(shape[0]), int(shape[1]))
+        self.channels = int(channels)  # > 1: the H rows are channels of one signal
         self.transform = transform
         self.cache: dict = {}  # tensors derived from the basis by the solver, built once
         self.points = points
         self.basis = basis
         self.landmark_basis = landmark_basis
         n_pixels, ndim = points.shape
-        axes = [0, 1] if ndim == 2 else [0 if self.shape[0] == 1 else 1]
+        axes = [0, 1] if ndim == 2 else [0 if self.shape[0] == 1 or channels > 1 else 1]
         flat_points = torch.zeros(n_pixels, 2, dtype=points.dtype, device=points.device)
         flat_points[:, axes] = points
+        if self.channels > 1:  # each channel sampled on its own row, never between rows
+            rows = torch.linspace(-1.0, 1.0, self.channels, dtype=points.dtype,
+                                  device=points.device)
+            flat_points[:, 1] = rows.repeat_interleave(self.shape[1])
         self.flat_points = flat_points.reshape(-1)
         flat_basis = torch.zeros(self.n_basis, ndim, n_pixels, 2, dtype=points.dtype,
                                  device=points.device)
@@ -151,9 +157,22 @@ class WarpModel:
         """Parameters per warp, ``n_basis * D``."""
         return self.n_basis * self.ndim
 
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The shape as given to :func:`make_warp_model`: ``(C, 1, L)`` for a signal of
+        ``C`` channels, ``shape`` otherwise."""
+        if self.channels > 1:
+            return (self.channels, 1, self.shape[1])
+        return self.shape
+
+    @property
+    def length(self) -> int:
+        """Samples along the warped axis of a 1-D model (per channel)."""
+        return self.shape[1] if self.axes[0] == 0 else self.shape[0]
+
 
 def make_warp_model(
-    shape: tuple[int, int],
+    shape: tuple[int, ...],
     n_landmarks: int = 16,
     transform: str = "tps",
     dtype: torch.dtype = torch.float32,
@@ -163,8 +182,11 @@ def make_warp_model(
 
     Parameters
     ----------
-    shape : (H, W)
-        Image shape. ``H == 1`` (or ``W == 1``) gives 1-D signals warped along their axis.
+    shape : (H, W) or (C, 1, L)
+        Image shape. ``H == 1`` (or ``W == 1``) gives 1-D signals warped along their axis;
+        ``(C, 1, L)``: signals of ``C`` channels of length ``L`` (``C * L`` values per
+        row, channel after channel), all channels warped by one 1-D warp along time
+        (the model's ``shape`` is then ``(C, L)``, its ``channels`` ``C``).
     n_landmarks : int
         ``g * g`` with ``g >= 2``: a ``g x g`` control grid for images, ``g`` knots along a
         1-D signal. Affine warps use the landmarks only to measure the warp size.
@@ -182,18 +204,31 @@ def make_warp_model(
     >>> model = make_warp_model((8, 10), n_landmarks=9, transform="tps")
     >>> model.shape, model.n_basis, model.ndim, tuple(model.basis.shape)
     ((8, 10), 9, 2, (80, 9))
+    >>> model = make_warp_model((3, 1, 10), n_landmarks=16)  # 3 channels, one time warp
+    >>> model.shape, model.channels, model.ndim, model.n_params
+    ((3, 10), 3, 1, 4)
     """
     if transform not in TRANSFORMS:
         raise ValueError(
             f"transform={transform!r} is not supported; use one of {', '.join(TRANSFORMS)}."
         )
     grid = grid_size_from_landmarks(n_landmarks)
-    height, width = (int(s) for s in shape)
-    ndim = 1 if min(height, width) == 1 else 2
-    points = pixel_grid((height, width), ndim, dtype, device)
+    channels = 1
+    if len(shape) == 3 and int(shape[1]) != 1:
+        raise ValueError(f"a 3-entry shape must be (C, 1, L) (channels of a signal), got "
+                         f"{tuple(shape)}.")
+    if len(shape) == 3:  # (C, 1, L): every channel sampled at the same times
+        channels, _, width = (int(s) for s in shape)
+        points = pixel_grid((1, width), 1, dtype, device).repeat(channels, 1)
+        height, ndim = channels, 1
+    else:
+        height, width = (int(s) for s in shape)
+        ndim = 1 if min(height, width) == 1 else 2
+        points = pixel_grid((height, width), ndim, dtype, device)
     centers = control_points(grid, ndim, dtype, device)
     basis, landmark_basis = warp_basis(points, centers, transform)
-    return WarpModel((height, width), transform, points, basis, landmark_basis, centers)
+    return WarpModel((height, width), transform, points, basis, landmark_basis, centers,
+                     channels)
 
 
 def warp_grids(model: WarpModel, params: torch.Tensor) -> torch.Tensor:
