@@ -43,8 +43,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     spans ``[-1, 1]``). Neither term changes its meaning with ``n_landmarks``, so the same
     penalties suit every grid. :math:`\lambda(x) = \lVert x - \bar x\rVert^2` is the
     contrast of the sample, so the model is invariant to the scale and offset of the data.
-    By default the warped centroid also takes a gain and an offset of its own per pair
-    (``appearance``, fitted with the warp).
+    By default the warped centroid also takes a gain and offset per pair (``appearance``).
 
     The distance is the *optimum* of this regularised fit, not the result of a step
     budget: each (sample, centroid) pair is a small non-linear least-squares problem
@@ -75,10 +74,11 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     ----------
     n_clusters : int, default=8
         Number of clusters.
-    image_shape : (H, W) or None, default=None
+    image_shape : (H, W), (C, 1, L) or None, default=None
         Shape each row of X is reshaped to (row-major). None: a square image when
         ``n_features`` is a perfect square, otherwise a ``1 x n_features`` signal warped
-        along its single axis.
+        along its single axis. ``(C, 1, L)``: series of ``C`` channels of length ``L``
+        (channel after channel), all channels warped by one time warp.
     warp : {"tps", "affine", "affine+tps"}, default="tps"
         Warp family (named ``warp``, not ``transform``, which is the method returning
         distances). ``"affine"`` is the affine-invariant k-means baseline;
@@ -243,7 +243,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     n_iter_ : int
         Lloyd iterations of the kept run.
     image_shape_ : tuple of int
-        The resolved (H, W).
+        The resolved (H, W) or (C, 1, L).
     n_steps_ : int
         :meth:`partial_fit` steps since the last :meth:`fit` (0 after ``fit``).
     n_features_in_ : int
