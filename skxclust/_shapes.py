@@ -101,8 +101,8 @@ def resolve_warp_shape(image_shape, n_features: int) -> tuple[int, ...]:
     Raises
     ------
     ValueError
-        Naming ``image_shape`` and its value, as :func:`resolve_image_shape` does, and
-        for three entries that are not ``(C, 1, L)`` of positive ints.
+        Naming ``image_shape`` and its value: for a pair, as :func:`resolve_image_shape`
+        does; for anything else that is not ``(C, 1, L)`` of positive ints.
 
     Examples
     --------
@@ -114,10 +114,11 @@ def resolve_warp_shape(image_shape, n_features: int) -> tuple[int, ...]:
     ValueError: image_shape=(3, 2, 25) must be None, a pair (H, W) of positive ints, or ...
     """
     shape = _shape_entries(image_shape)
-    if shape is None or len(shape) != 3:
+    if image_shape is None or shape is not None and len(shape) == 2:
         return resolve_image_shape(image_shape, n_features)
-    if not all(isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
-               and s >= 1 for s in shape) or shape[1] != 1:  # type: ignore[operator]
+    if shape is None or len(shape) != 3 or not all(
+            isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
+            and s >= 1 for s in shape) or shape[1] != 1:  # type: ignore[operator]
         raise ValueError(
             f"image_shape={image_shape!r} must be None, a pair (H, W) of positive ints, or "
             "(C, 1, L): C channels of a signal of length L."

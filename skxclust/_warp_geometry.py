@@ -18,18 +18,14 @@ from ._progress import track
 from ._relocation import relocate_in_groups
 from ._threads import SIGNAL_CHUNK_SCALE, Work, map_jobs
 from .nn.appearance import Appearance, intensity_rows, warp_channels
-from .nn.centroid_update import (
-    adjoint_sums,
-    covered,
-    normal_sums,
-    solve_normal_equations,
-)
+from .nn.centroid_update import adjoint_sums, covered, normal_sums, solve_normal_equations
 from .nn.graduated import graduated_fit_warps
 from .nn.pair_batch import pair_scale, warp_energy
 from .nn.pyramid import coarse_shape
 from .nn.warp_evidence import pixel_noise_variance, warp_log_volume
+from .nn.warp_inverse import unwarp_images
 from .nn.warp_refit import refit_warps
-from .nn.warps import make_warp_model, unwarp_images, warp_images
+from .nn.warps import make_warp_model, warp_images
 
 __all__ = ["FIRST_PASS_CANDIDATES", "PairFit", "WarpGeometry"]
 

@@ -322,8 +322,8 @@ PARAM_CASES = [
     # SpatialTransformerKMeans only
     _param("image_shape", (3, 5), r"image_shape=\(3, 5\) holds 15 pixels but X has "
            r"n_features=16", estimators=_S),
-    _param("image_shape", (4, 4, 1), r"must be None or a pair \(H, W\) of positive ints",
-           estimators=_S),
+    _param("image_shape", (4, 4, 1), r"must be None, a pair \(H, W\) of positive ints, or "
+           r"\(C, 1, L\)", estimators=_S),
     _param("image_shape", (0, 16), r"must be None or a pair \(H, W\)", estimators=_S),
     _param("image_shape", (4, 4.0), r"must be None or a pair \(H, W\)", estimators=_S),
     _param("image_shape", 16, exc=_IPE, estimators=_S),

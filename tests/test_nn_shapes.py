@@ -78,7 +78,7 @@ def test_internals_stay_importable_from_their_submodule():
     from skxclust.nn.neuralized import competitor_index  # noqa: F401
     from skxclust.nn.propagation import supported_layers  # noqa: F401
     from skxclust.nn.tps import tps_kernel_matrix, tps_system_matrix  # noqa: F401
-    from skxclust.nn.warps import invert_warps  # noqa: F401
+    from skxclust.nn.warp_inverse import invert_warps  # noqa: F401
 
     for name in ("competitor_index", "tps_kernel_matrix", "solve_centroids", "warp_adjoint"):
         assert not hasattr(nn_pkg, name) or name not in nn_pkg.__all__

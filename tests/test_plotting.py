@@ -106,8 +106,12 @@ def test_plot_centroids_refuses_an_image_shape_that_is_not_a_pair_of_ints_naming
         image_shape):
     with pytest.raises(ValueError) as refused:
         plot_centroids(np.zeros((2, 16)), image_shape=image_shape)
-    assert str(refused.value) == (f"image_shape={image_shape!r} must be None or a pair "
-                                  f"(H, W) of positive ints.")
+    if isinstance(image_shape, list):  # two entries: read as a pair
+        expected = "must be None or a pair (H, W) of positive ints."
+    else:  # not a pair: the channels of a signal, (C, 1, L), are named too
+        expected = ("must be None, a pair (H, W) of positive ints, or (C, 1, L): C channels "
+                    "of a signal of length L.")
+    assert str(refused.value) == f"image_shape={image_shape!r} {expected}"
 
 
 def test_plot_relevance_has_sample_and_heatmap_per_sample_plus_colorbars(fitted):

@@ -16,7 +16,8 @@ from skxclust.nn.graduated import auto_blur_widths, blur_images
 from skxclust.nn.monotone import folds, warp_slopes
 from skxclust.nn.pyramid import coarse_shape
 from skxclust.nn.shift_search import shift_energies, shift_start, translation_params
-from skxclust.nn.warps import unwarp_images, warp_images
+from skxclust.nn.warp_inverse import unwarp_images
+from skxclust.nn.warps import warp_images
 
 matplotlib.use("Agg")
 

@@ -24,10 +24,9 @@ from skxclust.nn.tps import (
     tps_kernel_matrix,
     warp_grid,
 )
+from skxclust.nn.warp_inverse import invert_warps, unwarp_images
 from skxclust.nn.warps import (
-    invert_warps,
     make_warp_model,
-    unwarp_images,
     warp_adjoint,
     warp_grids,
     warp_images,

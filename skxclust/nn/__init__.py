@@ -15,7 +15,8 @@ from the submodule that holds it:
 - :mod:`skxclust.nn.tps`: thin-plate-spline and affine bases (``tps_kernel_matrix``,
   ``tps_system_matrix``, ``control_points``, ``pixel_grid``, ``warp_basis``, ...).
 - :mod:`skxclust.nn.warps`: warp families and the resampling operators of ST K-means
-  (``warp_grids``, ``warp_adjoint``, ``warp_normal``, ``invert_warps``).
+  (``warp_grids``, ``warp_adjoint``, ``warp_normal``); :mod:`~skxclust.nn.warp_inverse`:
+  the inverse warps (``invert_warps``, ``unwarp_images``).
 - :mod:`skxclust.nn.warp_solver`: the regularised warp fit of every (sample, centroid) pair
   from the identity (Levenberg–Marquardt), :mod:`~skxclust.nn.warp_refit` (the same fit
   continued from given warps), :mod:`~skxclust.nn.graduated` (the fit from blurred
@@ -47,8 +48,9 @@ from .neuralized import (
 )
 from .propagation import lrp_backward, lrp_trace
 from .rules import EpsilonRule, GammaRule, ZPlusRule
+from .warp_inverse import unwarp_images
 from .warp_solver import fit_warps
-from .warps import WarpModel, make_warp_model, unwarp_images, warp_images
+from .warps import WarpModel, make_warp_model, warp_images
 
 __all__ = [
     # k-means as layers
