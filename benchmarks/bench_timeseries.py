@@ -19,7 +19,12 @@ fit. The data sets are the univariate, equal-length sets shipped inside aeon (th
 ArrowHead, GunPoint, ItalyPowerDemand, OSULeaf, ACSF1, and UnitTest, aeon's stripped-down
 UCR Chinatown: 20 + 22 series of 24 hourly values, no published result) and tslearn
 (Trace). aeon's PickupGestureWiimoteZ is left out: its series have unequal lengths
-(29-361), and the protocol's table covers equal-length sets.
+(29-361), and the protocol's table covers equal-length sets. Apart from them (no
+published table, no target), the multivariate set aeon ships, BasicMotions (40 + 40
+series of 6 channels, 100 samples: accelerometer and gyroscope of walking, resting,
+running, badminton), each channel z-normalised: ST K-means with ``image_shape=(6, 1,
+100)`` (one time warp shared by the channels), the peers on their (n, L, C) / (n, C, L)
+arrays; written to the JSON's ``multivariate``.
 
 Methods (all in this process, one torch thread each for ST):
 
@@ -86,6 +91,10 @@ from benchmarks._common import (  # noqa: E402
 NAME = "timeseries"
 SOURCES = {"ArrowHead": "aeon", "GunPoint": "aeon", "ItalyPowerDemand": "aeon",
            "OSULeaf": "aeon", "Trace": "tslearn", "ACSF1": "aeon", "UnitTest": "aeon"}
+# Multivariate sets shipped inside aeon (rows of C channels of L samples, channel after
+# channel; ST K-means gets ``image_shape=(C, 1, L)``): kept apart from the univariate
+# targets, in the JSON's "multivariate".
+MULTIVARIATE = {"BasicMotions": 6}
 METHODS = ("st", "kmeans", "dtw", "softdtw", "kshape", "kasba")
 PEERS = ("dtw", "softdtw", "kshape", "kasba")
 TARGETS = {"mean_acc": 0.58, "below_kmeans_by": 0.02, "speedup_vs_dtw": 10.0}
@@ -131,7 +140,17 @@ def znormalise(X: np.ndarray) -> np.ndarray:
 
 
 def load_set(name: str):
-    """TRAIN and TEST rows (z-normalised, float64, 2-D) and labels of a shipped UCR set."""
+    """TRAIN and TEST rows (z-normalised, float64, 2-D) and labels of a shipped UCR set
+    (a multivariate set's channels z-normalised each, then laid channel after channel)."""
+    if name in MULTIVARIATE:
+        from aeon.datasets import load_classification
+
+        out = []
+        for split in ("train", "test"):
+            X, y = load_classification(name, split=split)  # (n, C, L)
+            n, channels, length = X.shape
+            out += [znormalise(X.reshape(n * channels, length)).reshape(n, -1), np.asarray(y)]
+        return tuple(out)
     if SOURCES[name] == "tslearn":
         from tslearn.datasets import CachedDatasets
 
@@ -146,12 +165,13 @@ def load_set(name: str):
     return znormalise(X_train), np.asarray(y_train), znormalise(X_test), np.asarray(y_test)
 
 
-def make_model(method: str, n_clusters: int, seed: int):
-    """The estimator of ``method``: ``fit`` takes (n, L) rows, see :func:`fit_predict`."""
+def make_model(method: str, n_clusters: int, seed: int, image_shape=None):
+    """The estimator of ``method``: ``fit`` takes (n, L) rows, see :func:`fit_predict`
+    (``image_shape``: ST K-means' (C, 1, L) of a multivariate set)."""
     if method == "st":
         from skxclust import SpatialTransformerKMeans
 
-        return SpatialTransformerKMeans(n_clusters, random_state=seed)
+        return SpatialTransformerKMeans(n_clusters, random_state=seed, image_shape=image_shape)
     if method == "kmeans":
         from sklearn.cluster import KMeans
 
@@ -169,13 +189,18 @@ def make_model(method: str, n_clusters: int, seed: int):
     return KASBA(n_clusters=n_clusters, random_state=seed)
 
 
-def fit_predict(method: str, n_clusters: int, seed: int, X_train, X_test):
-    """Fit ``method`` on the TRAIN rows; returns (TEST labels, fit seconds)."""
-    model = make_model(method, n_clusters, seed)
-    # tslearn takes (n, L, 1), aeon (n, 1, L); ours and scikit-learn's (n, L)
-    shape = {"dtw": (-1, 0), "softdtw": (-1, 0), "kshape": (-1, 0), "kasba": (1, 0)}
-    axis = shape.get(method, (None, 0))[0]
-    wrap = (lambda X: X) if axis is None else (lambda X: np.expand_dims(X, axis))
+def fit_predict(method: str, n_clusters: int, seed: int, X_train, X_test, channels: int = 1):
+    """Fit ``method`` on the TRAIN rows of ``channels`` channels; returns (TEST labels,
+    fit seconds)."""
+    image_shape = None if channels == 1 else (channels, 1, X_train.shape[1] // channels)
+    model = make_model(method, n_clusters, seed, image_shape)
+    # tslearn takes (n, L, C), aeon (n, C, L); ours and scikit-learn's (n, C * L)
+    def wrap(X):
+        if method in ("st", "kmeans"):
+            return X
+        series = X.reshape(X.shape[0], channels, -1)
+        return series if method == "kasba" else series.transpose(0, 2, 1)
+
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -203,13 +228,16 @@ def run_set(name: str, methods, seeds: int, peer_seeds: int, done=None) -> dict:
 
     X_train, y_train, X_test, y_test = load_set(name)
     n_clusters = len(np.unique(y_train))
-    entry: dict = {"source": SOURCES[name], "n_train": int(X_train.shape[0]),
-                   "n_test": int(X_test.shape[0]), "length": int(X_train.shape[1]),
+    channels = MULTIVARIATE.get(name, 1)
+    entry: dict = {"source": SOURCES.get(name, "aeon"), "n_train": int(X_train.shape[0]),
+                   "n_test": int(X_test.shape[0]),
+                   "length": int(X_train.shape[1]) // channels, "channels": channels,
                    "n_clusters": n_clusters, "methods": {}}
     for method in methods:
         runs: dict = {"acc": [], "nmi": [], "fit_seconds": []}
         for seed in range(peer_seeds if method in PEERS else seeds):
-            labels, seconds = fit_predict(method, n_clusters, seed, X_train, X_test)
+            labels, seconds = fit_predict(method, n_clusters, seed, X_train, X_test,
+                                          channels)
             runs["acc"].append(float(clustering_accuracy(y_test, labels)))
             runs["nmi"].append(float(normalized_mutual_info_score(y_test, labels)))
             runs["fit_seconds"].append(round(seconds, 4))
@@ -271,7 +299,7 @@ def build_parser():
     """Command line of the benchmark."""
     parser = bench_parser(__doc__.splitlines()[0],
                           "GunPoint and ItalyPowerDemand, st and kmeans, two seeds")
-    parser.add_argument("--sets", default=",".join(SOURCES),
+    parser.add_argument("--sets", default=",".join([*SOURCES, *MULTIVARIATE]),
                         help="comma-separated data sets (default: all shipped ones)")
     parser.add_argument("--methods", default=",".join(METHODS),
                         help=f"comma-separated methods among {', '.join(METHODS)}")
@@ -291,9 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = list(QUICK_SETS) if args.quick else [s for s in args.sets.split(",") if s]
     methods = list(QUICK_METHODS) if args.quick else [m for m in args.methods.split(",") if m]
-    unknown = sorted(set(names) - set(SOURCES)) + sorted(set(methods) - set(METHODS))
+    known = [*SOURCES, *MULTIVARIATE]
+    unknown = sorted(set(names) - set(known)) + sorted(set(methods) - set(METHODS))
     if unknown:
-        raise SystemExit(f"unknown set or method {unknown}; sets: {', '.join(SOURCES)}; "
+        raise SystemExit(f"unknown set or method {unknown}; sets: {', '.join(known)}; "
                          f"methods: {', '.join(METHODS)}")
     if "kasba" in methods:
         try:
@@ -310,9 +339,9 @@ def main(argv: list[str] | None = None) -> int:
                                                 "methods": list(PUBLISHED_METHODS),
                                                 "acc": {n: list(PUBLISHED[n]) for n in names
                                                        if n in PUBLISHED}},
-              "sets": {}}
+              "sets": {}, "multivariate": {}}
     def write(entry: dict) -> None:  # after every method: a long run keeps what it measured
-        result["sets"][name] = entry
+        result["multivariate" if name in MULTIVARIATE else "sets"][name] = entry
         result["machine"]["load_average_end"] = load_average()
         write_json(output, merged(result, read_json(output), args.quick))
 
@@ -326,17 +355,19 @@ def main(argv: list[str] | None = None) -> int:
 def merged(result: dict, previous: dict, quick: bool) -> dict:
     """``result`` with the sets and methods of ``previous`` that it did not measure (not
     for quick runs), in the order of :data:`SOURCES` and :data:`METHODS`, summarised."""
-    result = {**result, "sets": dict(result["sets"])}
+    result = {**result, "sets": dict(result["sets"]),
+              "multivariate": dict(result.get("multivariate", {}))}
     if not quick and not previous.get("quick") and "sets" in previous:
-        for name, entry in previous["sets"].items():
-            if name in result["sets"]:
-                entry = {**entry, "methods": {**entry["methods"],
-                                              **result["sets"][name]["methods"]}}
-            result["sets"][name] = entry
+        for part in ("sets", "multivariate"):
+            for name, entry in previous.get(part, {}).items():
+                if name in result[part]:
+                    entry = {**entry, "methods": {**entry["methods"],
+                                                  **result[part][name]["methods"]}}
+                result[part][name] = entry
         result["published"] = {**result["published"], "acc": {
             **previous.get("published", {}).get("acc", {}), **result["published"]["acc"]}}
     result["sets"] = {n: result["sets"][n] for n in SOURCES if n in result["sets"]}
-    for entry in result["sets"].values():
+    for entry in [*result["sets"].values(), *result["multivariate"].values()]:
         entry["methods"] = {m: entry["methods"][m] for m in METHODS if m in entry["methods"]}
     result["summary"] = summarise(result["sets"])
     return result
