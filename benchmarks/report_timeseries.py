@@ -76,6 +76,7 @@ def timeseries_section(data: dict) -> str:
     if fits:
         text += "\n\nFit time (mean per fit, one thread):\n\n" + table(
             ["set", "ST K-means", "tslearn DTW k-means", "DTW / ST"], fits, "lrrr")
+    text += multivariate_table(data.get("multivariate", {}))
     targets = data.get("targets", {})
     flags = summary.get("met", {})
     below = summary.get("below_kmeans", [])
@@ -93,3 +94,25 @@ def timeseries_section(data: dict) -> str:
         if judged else None,
     ]
     return text + "\n\nTargets: " + "; ".join(line for line in lines if line) + "."
+
+
+def multivariate_table(sets: dict) -> str:
+    """Held-out ACC and fit time on the multivariate sets (no target, no published
+    table), or nothing when none was measured."""
+    if not sets:
+        return ""
+    methods = [m for m in LABELS if any(m in e["methods"] for e in sets.values())]
+    rows = []
+    for name, entry in sets.items():
+        runs = entry["methods"]
+        cells = ["–" if m not in runs else f"{_mean(runs[m]['acc']):.3f}" for m in methods]
+        rows.append([f"{name} ({entry['n_train']}/{entry['n_test']} × {entry['channels']} × "
+                     f"{entry['length']})", *cells, *(
+                         "–" if m not in runs else seconds(_mean(runs[m]["fit_seconds"]))
+                         for m in ("st", "dtw"))])
+    header = ["set (train/test × channels × length)", *(LABELS[m] for m in methods),
+              "ST fit", "DTW k-means fit"]
+    return ("\n\nMultivariate series (each channel z-normalised; ST K-means with "
+            "`image_shape=(C, 1, L)`: one time warp shared by the channels; same protocol, "
+            "no published table, no target):\n\n"
+            + table(header, rows, "l" + "r" * (len(header) - 1)))

@@ -41,6 +41,14 @@ def test_timeseries_section_reads_the_bench_layout_and_judges_the_targets():
     assert "below k-means: Trace, UnitTest: missed" in text  # 0.70 < 0.75 - 0.02, 0.3
     # judged on Trace (20x) and OSULeaf (5x): missed
     assert "on Trace and OSULeaf: 20.0×, 5.00× (target ≥ 10.0×): missed" in text
+    assert "Multivariate" not in text  # none measured
+    data["multivariate"] = {name: {"n_train": 40, "n_test": 40, "length": 100,
+                                   "channels": channels, "methods": {
+                                       "st": runs(0.8, 2.0), "dtw": runs(0.7, 8.0)}}
+                            for name, channels in bench_timeseries.MULTIVARIATE.items()}
+    text = report_timeseries.timeseries_section(data)
+    assert "| BasicMotions (40/40 × 6 × 100) | 0.800 | 0.700 | 2 s | 8 s |" in text
+    assert "| mean | 0.643 |" in text  # the univariate summary is unchanged
 
 
 def test_ceiling_summary_and_reading_tell_the_objective_from_the_optimiser():

@@ -37,7 +37,7 @@ def invert_warps(model: WarpModel, params: torch.Tensor, n_iter: int = 30) -> to
     --------
     >>> import torch
     >>> from skxclust.nn import make_warp_model
-    >>> from skxclust.nn.warps import invert_warps
+    >>> from skxclust.nn.warp_inverse import invert_warps
     >>> model = make_warp_model((1, 5), n_landmarks=4, transform="affine")
     >>> inverse = invert_warps(model, torch.tensor([[[0.0], [0.5]]]))  # shift by +0.5
     >>> inverse[0, 0, :, 0].tolist()  # the inverse grid shifts by -0.5
