@@ -4,7 +4,8 @@ Every function draws into a new or given matplotlib Figure and returns it; none 
 ``show()``. Images are given as flat rows of ``n_features`` values plus an
 ``image_shape`` ``(H, W)``; when ``image_shape`` is None it is taken from the estimator
 (``image_shape_`` / ``image_shape``) or inferred for square images, and rows that are not
-images are drawn as 1-D signals.
+images are drawn as 1-D signals; ``(C, 1, L)`` is a signal of ``C`` channels (curves one
+below the other in :func:`plot_centroids`, a ``C x L`` map elsewhere).
 
 Colour conventions, shared by the gallery and ``examples/demo.py``: images (samples,
 centroids) in ``"gray_r"``, dark ink on white; relevance maps in the diverging ``"bwr"``
@@ -163,7 +164,8 @@ def plot_centroids(
     image_shape : (height, width), default=None
         Shape of one image. None takes the estimator's ``image_shape_``/``image_shape``
         or a square shape when ``n_features`` is a perfect square; otherwise, and for a
-        ``1 x n`` or ``n x 1`` shape, each centroid is a 1-D signal drawn as a curve.
+        ``1 x n`` or ``n x 1`` shape, each centroid is a 1-D signal drawn as a curve
+        (``(C, 1, L)``: ``C`` curves, the channels, one below the other).
     n_cols : int, default=None
         Panels per row; default ``min(n_clusters, 10)``.
     cmap : str, default="gray_r"
@@ -280,7 +282,8 @@ def plot_relevance(
         Their relevance.
     image_shape : (height, width), default=None
         Shape of one image; None infers a square shape, otherwise rows are drawn as 1-D
-        signals (the sample as a line over its relevance strip).
+        signals (the sample as a line over its relevance strip); ``(C, 1, L)``: the
+        channels of a signal, drawn as a ``C x L`` map.
     show_sample : bool, default=True
         Add a panel with the sample left of each relevance map.
     overlay : bool, default=False
@@ -458,7 +461,8 @@ def plot_alignment(estimator, X, image_shape=None, *, cmap="gray_r", figsize=Non
     X : array-like of shape (n_samples, n_features)
         A few samples (one row of three panels each).
     image_shape : (H, W), optional
-        Defaults to the estimator's ``image_shape_``; 1-D signals are drawn as strips.
+        Defaults to the estimator's ``image_shape_``; 1-D signals are drawn as strips,
+        ``(C, 1, L)`` as ``C x L`` maps.
     cmap : str, default="gray_r"
     figsize : (float, float), optional
 

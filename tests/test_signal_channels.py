@@ -195,3 +195,19 @@ def test_channel_fits_blur_and_thicken_along_time_only(monkeypatch):
                              max_iter=1).fit(X)
     assert (C, 1, L) in shapes
     assert all(len(s) == 3 or s[0] == 1 for s in shapes), set(shapes)
+
+
+def test_relevance_and_alignment_of_channels_are_drawn_as_channel_by_time_maps():
+    import matplotlib.pyplot as plt
+
+    from skxclust.plotting import plot_alignment, plot_relevance
+
+    X, _ = make_channel_set(4, seed=6)
+    st = SpatialTransformerKMeans(2, image_shape=(C, 1, L), random_state=0,
+                                  max_iter=2).fit(X)
+    for fig in (plot_relevance(X[:2], st.explain(X[:2]), image_shape=(C, 1, L),
+                               overlay=True),
+                plot_alignment(st, X[:2])):
+        maps = [ax.images[0].get_array().shape for ax in fig.axes if ax.images]
+        assert maps and all(shape == (C, L) for shape in maps)
+        plt.close(fig)
