@@ -8,6 +8,7 @@ warps each centroid along the time axis only (``image_shape=(1, n)``, or any
 ``n_features`` that is not a perfect square). Here three waveforms (one bump, two bumps,
 a plateau) appear shifted, stretched and elastically time-warped. Euclidean k-means mixes
 the shapes up by position; ST k-means groups them by shape and keeps sharp centroids.
+The last section clusters series of three channels, all warped by one time warp.
 """
 
 # %%
@@ -77,4 +78,28 @@ for k, ax in enumerate(axes):
     ax.plot(aligned[members].T, color="gray", linewidth=0.8)
     ax.plot(st.cluster_centers_[k], color="C3", linewidth=2)
     ax.set_title(f"cluster {k}: aligned members", fontsize=9)
+
+# %%
+# Series of several channels
+# --------------------------
+# A row may hold ``C`` channels of one series, channel after channel (an accelerometer's
+# three axes). With ``image_shape=(C, 1, length)`` every channel of a series is warped by
+# the same time warp: an event happens at one time in every channel. Here each class
+# puts the same three waveforms in a different order on its three channels, and every
+# series is shifted in time as a whole.
+from skxclust.plotting import plot_centroids  # noqa: E402
+
+orders = [(0, 1, 2), (1, 2, 0), (2, 0, 1)]
+y3 = np.repeat(np.arange(3), n_per_class)
+shifts = np.random.default_rng(3).integers(-7, 8, size=len(y3))
+X3 = np.stack([np.roll(templates[list(orders[label])], shift, axis=1)
+               for label, shift in zip(y3, shifts)])  # (n, 3 channels, length)
+X3 = X3 + 0.03 * np.random.default_rng(4).normal(size=X3.shape)
+X3 = X3.reshape(len(y3), 3 * length)  # channel after channel
+km3 = KMeans(n_clusters=3, n_init=10, random_state=0).fit(X3)
+st3 = SpatialTransformerKMeans(n_clusters=3, image_shape=(3, 1, length),
+                               max_iter=2 if QUICK else 8, random_state=0).fit(X3)
+print(f"3 channels, ARI, k-means:    {adjusted_rand_score(y3, km3.labels_):.3f}")
+print(f"3 channels, ARI, ST k-means: {adjusted_rand_score(y3, st3.labels_):.3f}")
+fig = plot_centroids(st3, X=X3, max_members=5)  # the channels one below the other
 plt.show()
