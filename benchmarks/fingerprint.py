@@ -233,6 +233,18 @@ def case_st_dask():
     return {**fitted(est), "predict": digest(est.predict(X))}
 
 
+def case_st_signals():  # 1-D rows: shift search, monotone warps, the coarse level
+    X = images_28(60).reshape(60, 28, 28)[:, 8:24:4].reshape(240, 28)  # rows 8, 12, 16, 20
+    est = st(n_clusters=3, image_shape=(1, 28)).fit(X)
+    return {**fitted(est), **outputs(est, X, rows=16)}
+
+
+def case_st_signal_channels():  # (C, 1, L): one time warp shared by 4 channels
+    X = images_28(60).reshape(60, 28, 28)[:, 8:24:4].reshape(60, 112)  # 4 rows, 4 channels
+    est = st(n_clusters=3, image_shape=(4, 1, 28)).fit(X)
+    return {**fitted(est), **outputs(est, X, rows=16)}
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
