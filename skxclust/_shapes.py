@@ -29,6 +29,13 @@ def _shape_entries(image_shape) -> tuple | None:
     return tuple(array.tolist()) if array.ndim == 1 else None
 
 
+def _positive_ints(entries: tuple) -> bool:
+    """Whether every entry is a positive int (numpy ints too, bools not)."""
+    # numbers.Integral declares no __ge__ for type checkers (the numeric tower is untyped)
+    return all(isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
+               and s >= 1 for s in entries)  # type: ignore[operator]
+
+
 def resolve_image_shape(image_shape, n_features: int, *,
                         allow_none: bool = True) -> tuple[int, int]:
     """The (H, W) that rows of ``n_features`` values are reshaped to (row-major).
@@ -73,12 +80,7 @@ def resolve_image_shape(image_shape, n_features: int, *,
         side = math.isqrt(n_features)
         return (side, side) if side * side == n_features else (1, n_features)
     shape = _shape_entries(image_shape)
-    # numbers.Integral declares no __ge__ for type checkers (the numeric tower is untyped)
-    if shape is None or len(shape) != 2 or not all(
-        isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
-        and s >= 1  # type: ignore[operator]
-        for s in shape
-    ):
+    if shape is None or len(shape) != 2 or not _positive_ints(shape):
         expected = "None or a pair" if allow_none else "a pair"
         raise ValueError(
             f"image_shape={image_shape!r} must be {expected} (H, W) of positive ints."
@@ -116,9 +118,7 @@ def resolve_warp_shape(image_shape, n_features: int) -> tuple[int, ...]:
     shape = _shape_entries(image_shape)
     if image_shape is None or shape is not None and len(shape) == 2:
         return resolve_image_shape(image_shape, n_features)
-    if shape is None or len(shape) != 3 or not all(
-            isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
-            and s >= 1 for s in shape) or shape[1] != 1:  # type: ignore[operator]
+    if shape is None or len(shape) != 3 or not _positive_ints(shape) or shape[1] != 1:
         raise ValueError(
             f"image_shape={image_shape!r} must be None, a pair (H, W) of positive ints, or "
             "(C, 1, L): C channels of a signal of length L."

@@ -48,7 +48,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .warps import WarpModel, warp_images
+from .warps import WarpModel, channel_rows, warp_images
 
 __all__ = ["APPEARANCES", "Appearance", "intensity_rows", "spd_inverse", "thickness_channel",
            "warp_channels"]
@@ -79,11 +79,8 @@ def thickness_channel(images: torch.Tensor, shape: tuple[int, ...]) -> torch.Ten
     >>> thickness_channel(line, (1, 5)).tolist()
     [[0.0, 0.5, 0.5, 0.5, 0.0]]
     """
-    if len(shape) == 3:  # the channels of a signal (C, 1, L): each on its own
-        return thickness_channel(images.reshape(-1, int(shape[2])), tuple(shape[1:])
-                                 ).reshape(images.shape)
-    height, width = shape
-    grid = images.reshape(-1, 1, height, width)
+    rows, (height, width) = channel_rows(images, shape)  # (C, 1, L): each channel
+    grid = rows.reshape(-1, 1, height, width)
     kernel = (3 if height > 1 else 1, 3 if width > 1 else 1)
     pad = (kernel[1] // 2, kernel[1] // 2, kernel[0] // 2, kernel[0] // 2)
     padded = F.pad(grid, pad, mode="replicate")

@@ -33,7 +33,7 @@ import torch
 from ._checks import check_shape
 from .warp_refit import refit_warps
 from .warp_solver import fit_warps, screening
-from .warps import WarpModel
+from .warps import WarpModel, channel_rows
 
 __all__ = ["BLURRED_CANDIDATES", "COARSE_WIDTH", "auto_blur_widths", "blur_images",
            "check_blur_widths", "graduated_fit_warps"]
@@ -123,18 +123,15 @@ def blur_images(images: torch.Tensor, shape: tuple[int, ...], width: float) -> t
     >>> round(float(blurred.sum()), 3), bool(blurred[0, 24] < 0.2)
     (1.0, True)
     """
-    if len(shape) == 3:  # each channel blurred on its own
-        time = blur_images(images.reshape(-1, int(shape[2])), tuple(shape[1:]), width)
-        return time.reshape(images.shape)
-    height, width_px = int(shape[0]), int(shape[1])
-    check_shape(images, "images", "(N, P)", P=(height * width_px, "H * W"))
+    rows, (height, width_px) = channel_rows(images, shape)  # (C, 1, L): each channel
+    check_shape(rows, "images", "(N, P)", P=(height * width_px, "H * W"))
     if width < 0:
         raise ValueError(f"width must be >= 0, got {width}.")
     if width == 0:
         return images
     kernel = _gaussian_kernel(float(width), images.dtype, images.device)
     radius = (kernel.shape[0] - 1) // 2
-    out = images.reshape(-1, 1, height, width_px)
+    out = rows.reshape(-1, 1, height, width_px)
     if width_px > 1:
         out = torch.nn.functional.conv2d(out, kernel.view(1, 1, 1, -1), padding=(0, radius))
     if height > 1:

@@ -29,6 +29,7 @@ from .tps import (
 __all__ = [
     "TRANSFORMS",
     "WarpModel",
+    "channel_rows",
     "make_warp_model",
     "warp_grids",
     "warp_images",
@@ -227,6 +228,28 @@ def make_warp_model(
     basis, landmark_basis = warp_basis(points, centers, transform)
     return WarpModel((height, width), transform, points, basis, landmark_basis, centers,
                      channels)
+
+
+def channel_rows(images: torch.Tensor, shape: tuple[int, ...]
+                 ) -> tuple[torch.Tensor, tuple[int, int]]:
+    """Flattened images (N, P) and their (H, W) as image-shape operations take them: for
+    the channels of a signal, ``shape`` ``(C, 1, L)``, every channel as its own ``1 x L``
+    row, (N * C, L) and (1, L), so that such operations act along time within each
+    channel; other shapes unchanged. Reshape the result back with ``images.shape``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skxclust.nn.warps import channel_rows
+    >>> rows, shape = channel_rows(torch.zeros(2, 30), (3, 1, 10))
+    >>> tuple(rows.shape), shape
+    ((6, 10), (1, 10))
+    """
+    if len(shape) != 3:
+        return images, (int(shape[0]), int(shape[1]))
+    channels, length = int(shape[0]), int(shape[2])
+    check_shape(images, "images", "(N, P)", P=(channels * length, "C * L"))
+    return images.reshape(-1, length), (1, length)
 
 
 def warp_grids(model: WarpModel, params: torch.Tensor) -> torch.Tensor:
