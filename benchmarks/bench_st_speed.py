@@ -74,6 +74,7 @@ from benchmarks._common import (  # noqa: E402
     write_json,
 )
 from skxclust import SpatialTransformerKMeans  # noqa: E402
+from skxclust._shapes import resolve_n_landmarks  # noqa: E402
 from skxclust.nn import make_warp_model  # noqa: E402
 from skxclust.nn.pair_batch import warp_energy  # noqa: E402
 from skxclust.nn.tps import control_points  # noqa: E402
@@ -84,7 +85,7 @@ TARGETS = {"alignment_speedup": 100.0, "fit_ratio_to_kmeans": 25.0,
            "ratio_20k_to_4000": 3.0, "acc_20k": 0.91, "memory_ratio": 1.3}
 _DEFAULTS = SpatialTransformerKMeans().get_params()
 # Ours: the estimator's warp fit (WarpGeometry.pair_warps), with its defaults.
-ALIGN = {"n_landmarks": _DEFAULTS["n_landmarks"], "n_clusters": 10,
+ALIGN = {"n_landmarks": resolve_n_landmarks(_DEFAULTS["n_landmarks"], (28, 28)), "n_clusters": 10,
          **{k: _DEFAULTS[k] for k in ("warp_penalty", "affine_penalty", "affine_steps",
                                       "n_steps", "coarse_steps", "screen_ratio",
                                       "screen_steps", "warp_dtype")},

@@ -11,7 +11,14 @@ import numbers
 
 import numpy as np
 
-__all__ = ["resolve_image_shape", "resolve_warp_shape"]
+__all__ = ["AUTO_LANDMARKS", "resolve_image_shape", "resolve_n_landmarks",
+           "resolve_warp_shape"]
+
+#: ``n_landmarks="auto"`` of :class:`~skxclust.SpatialTransformerKMeans`: a 4 x 4 control
+#: grid for images (the former default), 8 knots along time for signals (``(1, L)``,
+#: ``(L, 1)``, ``(C, 1, L)``), chosen by the model's own score on the series sets of
+#: ``benchmarks/bench_timeseries.py`` (user guide, "Time series").
+AUTO_LANDMARKS = {"image": 16, "signal": 64}
 
 
 def _shape_entries(image_shape) -> tuple | None:
@@ -130,3 +137,21 @@ def resolve_warp_shape(image_shape, n_features: int) -> tuple[int, ...]:
             f"n_features={n_features}; C * L must equal n_features."
         )
     return channels, 1, length
+
+
+def resolve_n_landmarks(n_landmarks, shape: tuple[int, ...]) -> int:
+    """``n_landmarks`` of a warp of rows of ``shape`` (as :func:`resolve_warp_shape`
+    returns it): an int as it is, "auto" as :data:`AUTO_LANDMARKS` gives it (a signal:
+    ``(C, 1, L)`` or a pair with a side of 1).
+
+    Examples
+    --------
+    >>> resolve_n_landmarks("auto", (28, 28)), resolve_n_landmarks("auto", (1, 275))
+    (16, 64)
+    >>> resolve_n_landmarks("auto", (6, 1, 100)), resolve_n_landmarks(36, (1, 275))
+    (64, 36)
+    """
+    if not isinstance(n_landmarks, str):
+        return int(n_landmarks)
+    signal = len(shape) == 3 or min(shape) == 1
+    return AUTO_LANDMARKS["signal" if signal else "image"]

@@ -14,7 +14,7 @@ from ._base import BaseTorchKMeans
 from ._dask import blockwise
 from ._merge_init import euclidean_kmeans, merge_init
 from ._plan import FitPlan
-from ._shapes import resolve_warp_shape
+from ._shapes import resolve_n_landmarks, resolve_warp_shape
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
 from ._split_merge import SplitMerge
 from ._warp_geometry import WarpGeometry
@@ -84,9 +84,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         distances). ``"affine"`` is the affine-invariant k-means baseline;
         ``"affine+tps"`` optimises the affine part alone for the first half of the steps,
         then affine and TPS together (coarse to fine).
-    n_landmarks : int, default=16
+    n_landmarks : "auto" or int, default="auto"
         Number of TPS control points, a perfect square ``g * g >= 4`` (a ``g x g`` grid;
-        ``g`` knots along a 1-D signal).
+        ``g`` knots along a 1-D signal). "auto": 16 (4 x 4) for images, 64 (8 knots
+        along time) for signals, where the model's score preferred it (``n_landmarks_``).
     learning_rate : float, default=0.01
         Size of the first warp steps: the Levenberg–Marquardt damping starts at
         ``1e-4 / learning_rate`` for every pair and then adapts per pair, so the fitted
@@ -134,9 +135,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         ``random_state``); then every row is assigned to the subset's centroids
         (``predict``'s pass), so ``labels_`` is ``predict(X)`` and, beyond the subset, a
         fit costs one alignment pass over the rows instead of one per iteration and
-        move. Fits on at most ``subsample`` rows, and None, use every row
-        in every iteration (the 4,000 training rows of an 80/20 split of MNIST-5k
-        included).
+        move. Fits on at most ``subsample`` rows (the 4,000 training rows of an 80/20
+        split of MNIST-5k), and None, use every row in every iteration.
     warp_penalty : float, default=0.5
         Weight of the TPS bending energy of the warp, relative to the sample's contrast
         ``||x - mean(x)||^2``. Larger values allow less bending.
@@ -207,9 +207,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     tol : float, default=1e-4
         Relative tolerance on the centroid shift (scaled by the mean feature variance).
     batch_size : int, default=64
-        Samples aligned at once with all centroids; memory is
-        O(batch_size * n_clusters * n_features). 1-D signals are aligned 8 times as many at
-        once (a pair's warp has 8 times fewer parameters than an image's by default).
+        Samples aligned at once with all centroids; memory is O(batch_size * n_clusters *
+        n_features). Signals are aligned 8 times as many at once (fewer warp parameters).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
         Where the computation runs; "auto" uses CUDA when available, and under
         scikit-learn's array API dispatch the device of a torch input (results always
@@ -238,8 +237,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         The resolved soft-min stiffness used by :meth:`explain`.
     reference_ : ndarray of shape (n_features,)
         Mean of those training rows (unweighted): the default reference of :meth:`explain`.
-    affine_penalty_ : float
-        ``affine_penalty`` of the fit, "auto" resolved.
+    affine_penalty_, n_landmarks_ : float, int
+        ``affine_penalty`` and ``n_landmarks`` of the fit, "auto" resolved.
     n_iter_ : int
         Lloyd iterations of the kept run.
     image_shape_ : tuple of int
@@ -297,7 +296,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         **BaseTorchKMeans._parameter_constraints,
         "image_shape": [None, "array-like"],
         "warp": [StrOptions(set(TRANSFORMS))],
-        "n_landmarks": [Interval(Integral, 4, None, closed="left")],
+        "n_landmarks": [StrOptions({"auto"}), Interval(Integral, 4, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "n_steps": [Interval(Integral, 0, None, closed="left")],
         "warp_penalty": [Interval(Real, 0, None, closed="left")],
@@ -324,7 +323,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         *,
         image_shape=None,
         warp="tps",
-        n_landmarks=16,
+        n_landmarks="auto",
         learning_rate=0.01,
         n_steps=20,
         affine_steps=5,
@@ -389,9 +388,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         return WarpGeometry(
             shape, blur_widths=auto_blur_widths(shape) if isinstance(blur, str) else
             check_blur_widths(blur, "centroid_blur"),
-            n_landmarks=self.n_landmarks, transform=self.warp, n_steps=self.n_steps,
-            learning_rate=self.learning_rate, affine_steps=self.affine_steps,
-            screen_steps=self.screen_steps,
+            n_landmarks=resolve_n_landmarks(self.n_landmarks, shape), transform=self.warp,
+            n_steps=self.n_steps, learning_rate=self.learning_rate,
+            affine_steps=self.affine_steps, screen_steps=self.screen_steps,
             warp_penalty=self.warp_penalty, affine_penalty=affine_penalty,
             n_candidates=self.n_candidates, update_steps=self.update_steps,
             batch_size=self.batch_size, screen_ratio=self.screen_ratio,
@@ -404,11 +403,12 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     def _fit_plan(self, n_features: int, affine_penalty: float | None = None) -> FitPlan:
         """The ST fit: warped Lloyd (on a ``subsample`` of the rows first) seeded by
         :meth:`_seed_restarts` (one restart for n_init="auto" unless init="random"), then
-        split-merge moves, keeping ``beta_``, ``noise_variance_``, ``image_shape_``; with
-        ``affine_penalty`` (None: the estimator's, "auto" chosen by the plan's ``choose``)."""
+        split-merge moves; ``affine_penalty`` None: the estimator's ("auto": chosen by the
+        plan's ``choose``). Keeps ``beta_``, ``noise_variance_``, ``image_shape_``,
+        ``affine_penalty_``, ``n_landmarks_``."""
         value = self._affine_penalty_value() if affine_penalty is None else affine_penalty
         geometry = self._make_geometry(n_features, value)  # resolves image_shape
-        grid_size_from_landmarks(self.n_landmarks)
+        grid_size_from_landmarks(geometry.n_landmarks)
         moves = self.split_merge_moves > 0 and self.n_steps > 0
         # a move's fit runs 2 * max_iter: with max_iter, two MNIST-5k fits undid the move
         # that separated two merged classes (held-out ACC 0.81, 0.82; kept: 0.90, 0.93)
@@ -422,7 +422,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
             refine=split_merge if moves else None, subsample=self.subsample,
             statistics=warp_statistics(self.image_shape, self.beta, n_features),
             choose=self._affine_choice(n_features) if affine_penalty is None else None,
-            resolved={"affine_penalty": value})
+            resolved={"affine_penalty": value, "n_landmarks": geometry.n_landmarks})
 
     def _seed_restarts(self, X, sample_weight, generators, init_array, shift, *, affine_penalty):
         """Initial centroids (R, K, D): "k-means" / "k-means+merge" (warps with

@@ -142,9 +142,9 @@ SEEDING_BLOCK_ENTRIES = 2**24
 SCREEN_MIN_MACS = 2**24
 # ST K-means aligns chunks of 1-D signals this many times the rows of a chunk of images
 # (WarpGeometry.map_chunks): a signal's pair fit moves sqrt(n_landmarks) knots along one
-# axis (4 parameters by default against an image's 2 * n_landmarks = 32), so a chunk's time
+# axis (8 parameters by default against an image's 2 * n_landmarks = 32), so a chunk's time
 # is the fixed cost of its Levenberg-Marquardt steps' small ops, not their arithmetic.
-# Trace (100 rows of 275 samples, 4 clusters, one thread): 0.80-0.92 s per default fit
+# Trace (100 rows of 275 samples, 4 clusters, 4 knots, one thread): 0.80-0.92 s per fit
 # with 1, 0.64-0.66 s with 8; OSULeaf (200 x 427, 6 clusters) 5 % faster; held-out ACC
 # over 5 seeds unchanged on ArrowHead, GunPoint and Trace, OSULeaf 0.483 -> 0.484.
 SIGNAL_CHUNK_SCALE = 8
