@@ -333,6 +333,7 @@ PARAM_CASES = [
     _param("n_landmarks", 10, r"n_landmarks=10 must be a perfect square", estimators=_S),
     _param("n_landmarks", 1, exc=_IPE, estimators=_S),
     _param("n_landmarks", 4.0, exc=_IPE, estimators=_S),
+    _param("n_landmarks", "many", exc=_IPE, estimators=_S),
     _param("learning_rate", 0.0, exc=_IPE, estimators=_S),
     _param("learning_rate", -0.1, exc=_IPE, estimators=_S),
     _param("learning_rate", np.inf, exc=_IPE, estimators=_S),
