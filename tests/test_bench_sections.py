@@ -116,3 +116,28 @@ def test_faithfulness_reports_each_models_default_and_st_midpoint_rule():
     assert "| digits / SpatialTransformerKMeans | 10 | -1.100 | -0.800 | **-1.150** |" in text
     assert "| digits / ExplainableKMeans | 10 | -1.000 | – | -1.200 |" in text
     assert "`explain` 1.071, `explain(reference=None)` 0.857" in text
+
+
+@pytest.mark.parametrize("gaps, right", [
+    # the search's family on each split, and its ACC gap to the best family there
+    ((0.0, 0.0, 0.0), True),
+    ((0.004, 0.004, 0.004), True),  # within the tolerance on average
+    ((0.0, 0.0, 0.03), False),  # one split far off drags the mean out
+    ((0.006, 0.006, 0.006), False),
+])
+def test_appearance_search_is_judged_by_the_mean_acc_of_its_choices_over_splits(
+        monkeypatch, gaps, right):
+    from benchmarks import bench_appearance_search as bench
+
+    assert bench.TOLERANCE == 0.005
+    canned = iter([{"split": s, "selected": "none", "mean_test_score": {},
+                    "heldout_acc": {"none": 0.9 - gap, "intensity": 0.9,
+                                    "intensity+thickness": 0.8}, "search_seconds": 1.0}
+                   for s, gap in enumerate(gaps)])
+    monkeypatch.setattr(bench, "run_split", lambda X, y, params, split: next(canned))
+    entry = bench.run("data", None, None, {}, len(gaps))
+    assert entry["right_choice"] is right
+    assert entry["selected"] == {"none": 3, "intensity": 0, "intensity+thickness": 0}
+    assert entry["searched_heldout_acc"] == pytest.approx(0.9 - np.mean(gaps))
+    assert entry["most_accurate"] == ("none" if max(gaps) == 0 else "intensity")  # ties: first
+    assert bench._selected_text(entry["selected"]) == "none 3"
