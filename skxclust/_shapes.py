@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["AUTO_LANDMARKS", "resolve_image_shape", "resolve_n_landmarks",
+__all__ = ["AUTO_LANDMARKS", "is_signal", "resolve_image_shape", "resolve_n_landmarks",
            "resolve_warp_shape"]
 
 #: ``n_landmarks="auto"`` of :class:`~skxclust.SpatialTransformerKMeans`: a 4 x 4 control
@@ -139,10 +139,22 @@ def resolve_warp_shape(image_shape, n_features: int) -> tuple[int, ...]:
     return channels, 1, length
 
 
+def is_signal(shape: tuple[int, ...]) -> bool:
+    """Whether rows of ``shape`` (as :func:`resolve_warp_shape` returns it) are warped
+    along one axis: ``(1, L)``, ``(L, 1)`` or the channels ``(C, 1, L)`` of a signal.
+
+    Examples
+    --------
+    >>> is_signal((1, 40)), is_signal((3, 1, 20)), is_signal((8, 8))
+    (True, True, False)
+    """
+    return min(shape) == 1
+
+
 def resolve_n_landmarks(n_landmarks, shape: tuple[int, ...]) -> int:
     """``n_landmarks`` of a warp of rows of ``shape`` (as :func:`resolve_warp_shape`
-    returns it): an int as it is, "auto" as :data:`AUTO_LANDMARKS` gives it (a signal:
-    ``(C, 1, L)`` or a pair with a side of 1).
+    returns it): an int as it is, "auto" as :data:`AUTO_LANDMARKS` gives it for an image
+    or a signal (:func:`is_signal`).
 
     Examples
     --------
@@ -153,5 +165,4 @@ def resolve_n_landmarks(n_landmarks, shape: tuple[int, ...]) -> int:
     """
     if not isinstance(n_landmarks, str):
         return int(n_landmarks)
-    signal = len(shape) == 3 or min(shape) == 1
-    return AUTO_LANDMARKS["signal" if signal else "image"]
+    return AUTO_LANDMARKS["signal" if is_signal(shape) else "image"]

@@ -16,6 +16,7 @@ from ._geometry import Assignment, Geometry
 from ._pair_fit import PairFit
 from ._progress import track
 from ._relocation import relocate_in_groups
+from ._shapes import is_signal
 from ._threads import SIGNAL_CHUNK_SCALE, Work, map_jobs
 from .nn.appearance import Appearance, intensity_rows, warp_channels
 from .nn.centroid_update import adjoint_sums, covered, normal_sums, solve_normal_equations
@@ -75,7 +76,7 @@ class WarpGeometry(Geometry):
                  warp_dtype=None, n_clusters=None, appearance=None, appearance_penalty=1.0,
                  blur_widths=(), verbose=0):
         self.image_shape = image_shape
-        self.signal = min(image_shape) == 1  # 1-D signals (or channels, (C, 1, L))
+        self.signal = is_signal(image_shape)  # warped along one axis
         self.n_landmarks = n_landmarks
         self.transform = transform
         self.n_steps = n_steps
