@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ._plot_signals import cluster_members, draw_signal
-from ._shapes import resolve_warp_shape
+from ._shapes import is_signal, resolve_warp_shape
 
 __all__ = ["plot_alignment", "plot_centroids", "plot_pixel_flipping", "plot_relevance"]
 
@@ -219,7 +219,7 @@ def plot_centroids(
         titles = list(titles)
         if len(titles) != n_clusters:
             raise ValueError(f"titles has {len(titles)} entries for {n_clusters} clusters.")
-    signal = shape is None or min(shape) == 1
+    signal = shape is None or is_signal(shape)
     fig, panels = _panel_axes(n_clusters, n_cols, fig=fig, axes=axes, figsize=figsize,
                               panel_size=2.2 if signal else 1.6)
     labels = getattr(estimator, "labels_", None)
