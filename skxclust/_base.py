@@ -208,9 +208,10 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         samples), plan the fit (which checks the data shape against the parameters), validate
         the sample weights, and on a first fit let the plan make its choice (``choose``).
 
-        X is a numpy-compatible array or a dask array; returns ``(X, sample_weight,
-        plan)``, the weights a numpy array in X's float dtype, ``plan`` the
-        :class:`~skxclust._plan.FitPlan` of :meth:`_fit_plan` (or of its choice).
+        X is a numpy-compatible array or a dask array; returns ``(X, weights, plan)``,
+        ``weights`` the sample weights times the plan's ``row_weights`` (a numpy array in
+        X's float dtype), ``plan`` the :class:`~skxclust._plan.FitPlan` of
+        :meth:`_fit_plan` (or of its choice).
         """
         if is_dask_array(X):
             if sp.issparse(getattr(X, "_meta", None)):
@@ -228,10 +229,13 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         if reset:
             check_n_samples(X.shape[0], self.n_clusters, context)
         plan = self._fit_plan(X.shape[1])
-        sample_weight = check_sample_weight(sample_weight, X.shape[0], dtype)
+        sample_weight = weights = check_sample_weight(sample_weight, X.shape[0], dtype)
+        if plan.row_weights is not None:  # before the choice: they validate X too
+            scale = None if reset else getattr(self, "_row_weight_scale", None)
+            weights, self._row_weight_scale = plan.row_weights(X, sample_weight, scale)
         if reset and plan.choose is not None:
             plan = plan.choose(X, sample_weight)
-        return X, sample_weight, plan
+        return X, weights, plan
 
     def _seeding(self, plan: FitPlan, n_features: int, dtype,
                  n_init: int | None = None) -> Seeding:
@@ -261,20 +265,6 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             setattr(self, name, space.fitted(value) if isinstance(value, np.ndarray) else value)
         self._counts = space.fitted(counts)
         self.n_steps_ = n_steps
-
-    @staticmethod
-    def _statistics_of(plan: FitPlan, X, fit: LloydFit, geometry) -> dict:
-        """The sums of the plan's statistics on the rows they name, for the centroids
-        and labels of ``fit``. When they name every row, the fit's (n, K) distances are
-        passed on (where it has them: no pass over the rows again); a subset of the rows
-        is aligned on its own (its chunks differ from the fit's, and so would the
-        rounding of float32 warp fits)."""
-        rows = plan.statistics.rows(X.shape[0])
-        labels, distances = fit.labels, fit.distances
-        if rows is not None and len(rows) < X.shape[0]:
-            index = torch.from_numpy(rows).to(X.device)
-            X, labels, distances = X[index], labels[index], None
-        return plan.statistics.sums(X, labels, fit.centers, geometry, distances=distances)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -350,7 +340,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             if self.verbose:
                 print(f"Assigning all {n_samples} rows to the subset's centroids")
             fit = assign_every_row(Xt, on_subset, geometry, sw)
-        stats = self._statistics_of(plan, Xt, fit, geometry)
+        stats = plan.statistics_of(Xt, fit, geometry)
         return fit.as_fit_result(shift, stats)
 
     def _fit_frame(self, X, sw_np, plan: FitPlan):

@@ -145,6 +145,12 @@ or None, default=None
         Parameters the plan was made with where the estimator's are "auto" (name ->
         value): the fit sets them as the fitted attributes ``name_``, and a dask fit's
         workers build their geometry from an unfitted clone with them.
+    row_weights : callable ``(X, sample_weight, scale) -> (weights, scale)`` or None, \
+default=None
+        The objective's weight of every validated row, ``sample_weight`` times the row's
+        own (e.g. :func:`skxclust._noise.contrast_weights`), relative to ``scale`` (None:
+        chosen on these rows; the estimator keeps it for its later ``partial_fit``
+        calls); None: ``sample_weight``.
     """
 
     geometry: Geometry
@@ -157,11 +163,25 @@ or None, default=None
     statistics: FitStatistics = FitStatistics()
     choose: Callable[..., FitPlan] | None = None
     resolved: dict = field(default_factory=dict)
+    row_weights: Callable[..., tuple] | None = None
 
     @property
     def lloyd_geometry(self) -> Geometry:
         """The geometry of the in-memory fit."""
         return self.geometry if self.fit_geometry is None else self.fit_geometry
+
+    def statistics_of(self, X: torch.Tensor, fit: LloydFit, geometry: Geometry) -> dict:
+        """The sums of the plan's statistics on the rows they name, for the centroids
+        and labels of ``fit``. When they name every row, the fit's (n, K) distances are
+        passed on (where it has them: no pass over the rows again); a subset of the rows
+        is aligned on its own (its chunks differ from the fit's, and so would the
+        rounding of float32 warp fits)."""
+        rows = self.statistics.rows(X.shape[0])
+        labels, distances = fit.labels, fit.distances
+        if rows is not None and len(rows) < X.shape[0]:
+            index = torch.from_numpy(rows).to(X.device)
+            X, labels, distances = X[index], labels[index], None
+        return self.statistics.sums(X, labels, fit.centers, geometry, distances=distances)
 
 
 def _neon_sums(evidence: bool, rows: bool, X, labels, centers, geometry,

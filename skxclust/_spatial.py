@@ -11,8 +11,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._affine_prior import AffinePriorMixin
 from ._base import BaseTorchKMeans
-from ._dask import blockwise
 from ._merge_init import euclidean_kmeans, merge_init
+from ._noise import NOISE_MODELS, contrast_weights
 from ._plan import FitPlan
 from ._shapes import resolve_n_landmarks, resolve_warp_shape
 from ._spatial_explain import WarpExplanationMixin, warp_statistics
@@ -163,6 +163,14 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         Weight ``kappa`` > 0 of the appearance penalty ``kappa * (c(x) ((g - 1)^2 + t^2 g^2)
         + P o^2)`` (``c(x)`` the sample's contrast, ``P`` the number of pixels). Larger
         values keep the transformation nearer the identity.
+    noise : {"constant", "contrast"}, default="constant"
+        Pixel noise model (:mod:`skxclust._noise`). "constant": one noise variance for
+        every row; the fit minimises the summed distortion. "contrast": a row's variance is
+        proportional to its contrast ``c(x)``, so its distortion counts relative to its
+        contrast: rows weigh ``mean(c) / c(x)`` in the fit (on top of ``sample_weight``;
+        assignments unchanged, centroids no longer dominated by bold rows) and
+        :meth:`score` uses the per-row variance (compare the two by ``score``; user guide,
+        "Model selection"). Constant rows are refused.
     n_candidates : int or None, default=None
         Screening: after the affine steps and ``screen_steps`` full steps, at most this
         many centroids (those of lowest energy) keep being fitted for a sample. None: no
@@ -232,7 +240,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         to their centroid.
     noise_variance_ : float
         Pixel noise variance of the model: the mean warped distance per pixel of (up to 512
-        evenly spaced) training rows. Used by :meth:`score`.
+        evenly spaced) training rows (``noise="contrast"``: per unit of contrast, the
+        distances divided by ``c(x)``). Used by :meth:`score`.
     beta_ : float
         The resolved soft-min stiffness used by :meth:`explain`.
     reference_ : ndarray of shape (n_features,)
@@ -313,6 +322,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         "warp_dtype": [StrOptions({"float32", "float64"})],
         "appearance": [StrOptions({"none", *APPEARANCES})],
         "appearance_penalty": [Interval(Real, 0, None, closed="neither")],
+        "noise": [StrOptions(set(NOISE_MODELS))],
         "init": [StrOptions({"k-means+merge", "k-means", "k-means++", "random"}), "array-like"],
         "beta": [StrOptions({"auto"}), Interval(Real, 0, np.inf, closed="both")],
     }
@@ -336,6 +346,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         affine_penalty="auto",
         appearance="intensity",
         appearance_penalty=1.0,
+        noise="constant",
         n_candidates=None,
         screen_ratio=2.0,
         update_steps=0,
@@ -362,6 +373,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         self.affine_penalty = affine_penalty
         self.appearance = appearance
         self.appearance_penalty = appearance_penalty
+        self.noise = noise
         self.n_candidates = n_candidates
         self.screen_ratio = screen_ratio
         self.update_steps = update_steps
@@ -397,7 +409,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
             coarse_steps=self.coarse_steps, n_clusters=self.n_clusters,
             warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
             appearance=None if self.appearance == "none" else self.appearance,
-            appearance_penalty=self.appearance_penalty,
+            appearance_penalty=self.appearance_penalty, noise=self.noise,
         )
 
     def _fit_plan(self, n_features: int, affine_penalty: float | None = None) -> FitPlan:
@@ -422,7 +434,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
             refine=split_merge if moves else None, subsample=self.subsample,
             statistics=warp_statistics(self.image_shape, self.beta, n_features),
             choose=self._affine_choice(n_features) if affine_penalty is None else None,
-            resolved={"affine_penalty": value, "n_landmarks": geometry.n_landmarks})
+            resolved={"affine_penalty": value, "n_landmarks": geometry.n_landmarks},
+            row_weights=contrast_weights if self.noise == "contrast" else None)
 
     def _seed_restarts(self, X, sample_weight, generators, init_array, shift, *, affine_penalty):
         """Initial centroids (R, K, D): "k-means" / "k-means+merge" (warps with
@@ -457,7 +470,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         with :math:`J` the Jacobian of the warped centroid in the warp parameters at the
         fitted warp and :math:`\lambda G` the penalty's matrix. The Occam (middle) term
         grows with the warp parameters the row determines; unlike minus the distortion, the
-        score compares ``n_landmarks``, ``warp`` and penalties (user guide, "Model selection").
+        score compares ``n_landmarks``, ``warp``, ``appearance``, ``noise`` and penalties
+        (user guide, "Model selection"). With ``noise="contrast"`` the row's variance is
+        :math:`\sigma^2 c(x)`: :math:`d / c(x)` in the first term, :math:`2\pi\sigma^2
+        c(x)` in the last.
 
         Parameters
         ----------
@@ -472,29 +488,3 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
             The weighted sum of the rows' log-evidence.
         """
         return super().score(X, y, sample_weight)
-
-    # -- inspection ----------------------------------------------------------------------
-    @blockwise("features")
-    def align(self, X):
-        """Each sample warped into the frame of its cluster's centroid.
-
-        The optimal warp of the centroid onto the sample is inverted (fixed-point
-        iteration) and the sample resampled through it, so aligned members of a cluster
-        overlay its centroid; useful for inspection or t-SNE of the residual variation.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-            A dask array gives a dask array, computed block by block.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-            Same float dtype as X; 0 where the inverse warp leaves the sample.
-        """
-        raw, extremes, space = self._validated_tensor(X, "align")
-        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
-        out = space.empty(*Xt.shape, dtype=Xt.dtype)
-        for rows, x in self._framed_chunks(Xt, shift):
-            out[rows] = geometry.aligned(x, centers, geometry.assign(x, centers))
-        return space.output(out)

@@ -58,11 +58,15 @@ def warp_statistics_rows(n_samples: int) -> np.ndarray:
 
 def warp_sums(X, labels, centers, geometry, distances=None) -> dict:
     """Sums over the rows of their assigned evidence ``f_c(x)``, their nearest warped
-    energy and their pixels, from the same warp fits as ``predict`` (``distances`` (n, K):
-    those fits' distances where the fit has them, else aligned here). A warping geometry
-    is not translation invariant, so X is in the input frame (no shift)."""
+    energy (relative to the row's noise scale, see
+    :meth:`~skxclust._warp_geometry.WarpGeometry.noise_scale`) and their pixels, from the
+    same warp fits as ``predict`` (``distances`` (n, K): those fits' distances where the
+    fit has them, else aligned here). A warping geometry is not translation invariant, so
+    X is in the input frame (no shift)."""
     losses = geometry.pairwise(X, centers) if distances is None else distances
     nearest = losses.min(dim=1).values.to(torch.float64)
+    scale = geometry.noise_scale(X)
+    nearest = nearest if scale is None else nearest / scale
     evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
     return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()), **row_sums(X)}
 
@@ -85,9 +89,10 @@ def warp_attributes(image_shape, beta, n_features: int, stats: dict) -> dict:
 
 
 class WarpExplanationMixin:
-    """``decision_function`` and ``explain`` of a warping k-means (its fitted statistics
-    ``beta_``, ``noise_variance_``, ``image_shape_``: :func:`warp_statistics`); the warps
-    come from the geometry's public :meth:`~skxclust._warp_geometry.WarpGeometry.pair_warps`."""
+    """``decision_function``, ``explain`` and ``align`` of a warping k-means (its fitted
+    statistics ``beta_``, ``noise_variance_``, ``image_shape_``: :func:`warp_statistics`);
+    the warps come from the geometry's public
+    :meth:`~skxclust._warp_geometry.WarpGeometry.pair_warps`."""
 
     # of the estimator this is mixed into (annotations for type checkers, no attributes)
     image_shape: Any
@@ -95,6 +100,9 @@ class WarpExplanationMixin:
     beta_: float
     reference_: np.ndarray
     _prepare: Callable[..., Any]  # X, method -> (X, centers, geometry, ArraySpace)
+    _validated_tensor: Callable[..., Any]  # X, method -> (raw, extremes, ArraySpace)
+    _inference_frame: Callable[..., Any]  # raw, extremes -> (X, centers, geometry, shift)
+    _framed_chunks: Callable[..., Any]  # X, shift -> iterator of (rows, chunk)
 
     def _each_warped_chunk(self, Xt, centers, geometry, fn) -> None:
         """Call ``fn(rows, losses (B, K), warps (B, K, n_basis, D))`` for every chunk of
@@ -215,3 +223,29 @@ class WarpExplanationMixin:
         rows = torch.arange(n, device=relevance.device)
         splat, _ = warp_adjoint(share, model, params, rows, n)
         return splat
+
+    # -- inspection ----------------------------------------------------------------------
+    @blockwise("features")
+    def align(self, X):
+        """Each sample warped into the frame of its cluster's centroid.
+
+        The optimal warp of the centroid onto the sample is inverted (fixed-point
+        iteration) and the sample resampled through it, so aligned members of a cluster
+        overlay its centroid; useful for inspection or t-SNE of the residual variation.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+            A dask array gives a dask array, computed block by block.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+            Same float dtype as X; 0 where the inverse warp leaves the sample.
+        """
+        raw, extremes, space = self._validated_tensor(X, "align")
+        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+        out = space.empty(*Xt.shape, dtype=Xt.dtype)
+        for rows, x in self._framed_chunks(Xt, shift):
+            out[rows] = geometry.aligned(x, centers, geometry.assign(x, centers))
+        return space.output(out)

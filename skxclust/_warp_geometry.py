@@ -7,12 +7,12 @@
 from __future__ import annotations
 
 import copy
-import math
 import time
 
 import torch
 
 from ._geometry import Assignment, Geometry
+from ._noise import check_contrast
 from ._pair_fit import PairFit
 from ._progress import track
 from ._relocation import relocate_in_groups
@@ -23,7 +23,7 @@ from .nn.centroid_update import adjoint_sums, covered, normal_sums, solve_normal
 from .nn.graduated import graduated_fit_warps
 from .nn.pair_batch import pair_scale, warp_energy
 from .nn.pyramid import coarse_shape
-from .nn.warp_evidence import pixel_noise_variance, warp_log_volume
+from .nn.warp_evidence import laplace_log_evidence, row_contrast, warp_log_volume
 from .nn.warp_inverse import unwarp_images
 from .nn.warp_refit import refit_warps
 from .nn.warps import make_warp_model, warp_images
@@ -74,8 +74,9 @@ class WarpGeometry(Geometry):
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
                  update_steps, batch_size, screen_ratio=None, coarse_steps=None,
                  warp_dtype=None, n_clusters=None, appearance=None, appearance_penalty=1.0,
-                 blur_widths=(), verbose=0):
+                 blur_widths=(), noise="constant", verbose=0):
         self.image_shape = image_shape
+        self.noise = noise  # "contrast": a row's noise variance scales with c(x)
         self.signal = is_signal(image_shape)  # warped along one axis
         self.n_landmarks = n_landmarks
         self.transform = transform
@@ -128,11 +129,7 @@ class WarpGeometry(Geometry):
         shape = None if self.coarse_steps is None else coarse_shape(tuple(self.image_shape))
         return None if shape is None else self.model(X, shape)
 
-    @staticmethod
-    def _contrast(Xc: torch.Tensor) -> torch.Tensor:
-        """``||x - mean(x)||^2`` per row: the scale of the warp penalty of a sample."""
-        centred = Xc - Xc.mean(dim=1, keepdim=True)
-        return (centred * centred).sum(dim=1)
+    _contrast = staticmethod(row_contrast)  # the scale of a sample's warp penalty
 
     def use_model_cache(self, cache: dict) -> None:
         """Keep the warp models in ``cache`` (shared by the dask workers' tasks of a fit:
@@ -396,14 +393,21 @@ class WarpGeometry(Geometry):
         # the (n, K) distances go along: moves and statistics need not align again
         return Assignment(labels, dists, state, distances)
 
+    def noise_scale(self, X: torch.Tensor) -> torch.Tensor | None:
+        """The scale of each row's pixel noise variance (n,) float64: its contrast ``c(x)``
+        with ``noise="contrast"`` (a constant row is refused), None with "constant"."""
+        return None if self.noise == "constant" else check_contrast(
+            self._contrast(X.to(torch.float64)))
+
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
                      noise_variance: float | None = None) -> torch.Tensor:
         """Laplace log-evidence of each row under its nearest warped centroid, (n,) float64.
 
-        ``-E / (2 s2) - log_volume / 2 - P / 2 log(2 pi s2)`` with ``E`` the minimised
-        energy (the distance), ``s2`` the pixel noise variance (None: the mean ``E / P`` of
-        these rows) and ``log_volume`` from :func:`skxclust.nn.warp_evidence.warp_log_volume`:
-        a warp family that lowers the energy only by fitting noise pays for it there.
+        :func:`~skxclust.nn.warp_evidence.laplace_log_evidence` of the minimised energy
+        (the distance), the rows' :meth:`noise_scale` and the Occam volume of their warps
+        (:func:`~skxclust.nn.warp_evidence.warp_log_volume`: a warp family that lowers the
+        energy only by fitting noise pays for it there); ``noise_variance`` None: its
+        maximum-likelihood value on these rows.
         """
         assignment = self.assign(X, centers)
         model = self.model(X)
@@ -415,10 +419,8 @@ class WarpGeometry(Geometry):
                                    self.warp_penalty, self.affine_penalty, self.appearance)
 
         volume = torch.cat(self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: evidence"))
-        s2 = (pixel_noise_variance(float(assignment.distances.to(torch.float64).sum()),
-                                   *X.shape) if noise_variance is None else float(noise_variance))
-        return (-assignment.distances.to(torch.float64) / (2.0 * s2) - 0.5 * volume
-                - 0.5 * X.shape[1] * math.log(2.0 * math.pi * s2))
+        return laplace_log_evidence(assignment.distances, volume, X.shape[1], noise_variance,
+                                    self.noise_scale(X))
 
     # -- sufficient statistics, for the streaming and blockwise fits ---------------------
     def partial_sums(self, X, centers, assignment, sample_weight):

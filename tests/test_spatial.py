@@ -2,13 +2,11 @@
 
 import copy
 import pickle
-import warnings
 
 import numpy as np
 import pytest
 import torch
 from _warp_reference import pair_energy, pair_log_volume
-from conftest import skip_array_api_check
 from sklearn.base import clone
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
@@ -16,7 +14,6 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MaxAbsScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
@@ -465,27 +462,6 @@ def test_unfitted_estimator_refuses_inference():
 
     with pytest.raises(NotFittedError):
         SpatialTransformerKMeans().align(X64)
-
-
-# -- scikit-learn's estimator checks ------------------------------------------------------
-def _expected_failed_checks(estimator):
-    return {
-        "check_sample_weight_equivalence_on_dense_data":
-            "as for sklearn.cluster.KMeans, repeated samples and weights can reach a "
-            "different local optimum",
-    }
-
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-
-    @parametrize_with_checks(
-        [SpatialTransformerKMeans(n_clusters=3, random_state=0, **FAST)],
-        expected_failed_checks=_expected_failed_checks,
-    )
-    def test_sklearn_estimator_checks(estimator, check):
-        skip_array_api_check(check)
-        check(estimator)
 
 
 def test_ward_merge_numbers_groups_by_their_first_cluster_whatever_the_rounding():

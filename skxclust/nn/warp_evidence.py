@@ -6,6 +6,8 @@ Pure torch; no scikit-learn import. Used by the model's log-evidence
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ._checks import check_pair_args, check_warp_args
@@ -13,7 +15,7 @@ from .appearance import Appearance
 from .pair_batch import Coordinates, PairBatch, pair_images, per_pair_weight
 from .warps import WarpModel
 
-__all__ = ["pixel_noise_variance", "warp_log_volume"]
+__all__ = ["laplace_log_evidence", "pixel_noise_variance", "row_contrast", "warp_log_volume"]
 
 
 def warp_log_volume(
@@ -129,6 +131,18 @@ def _model_as(model: WarpModel, dtype) -> WarpModel:
     return out
 
 
+def row_contrast(X: torch.Tensor) -> torch.Tensor:
+    """``c(x) = ||x - mean(x)||^2`` of every row (n,): a sample's contrast, the scale of
+    its warp penalty and, with the contrast noise model, of its pixel noise variance.
+
+    >>> import torch
+    >>> row_contrast(torch.tensor([[1.0, 3.0], [5.0, 5.0]])).tolist()
+    [2.0, 0.0]
+    """
+    centred = X - X.mean(dim=1, keepdim=True)
+    return (centred * centred).sum(dim=1)
+
+
 def pixel_noise_variance(total_energy: float, n_rows: int, n_pixels: int) -> float:
     """The maximum-likelihood pixel noise variance of rows fitted with the summed
     (minimised) energy ``total_energy``: its mean per row and pixel, at least 1e-300 (rows
@@ -138,3 +152,51 @@ def pixel_noise_variance(total_energy: float, n_rows: int, n_pixels: int) -> flo
     1.0
     """
     return max(float(total_energy) / n_rows / n_pixels, 1e-300)
+
+
+def laplace_log_evidence(energy: torch.Tensor, volume: torch.Tensor, n_pixels: int,
+                         noise_variance: float | None = None,
+                         scale: torch.Tensor | None = None) -> torch.Tensor:
+    r"""The Laplace log-evidence of rows fitted with minimised energies ``energy``.
+
+    .. math::  \log p(x) \approx -\frac{E / c}{2\sigma^2} - \frac12\,\mathrm{volume}
+               - \frac P2 \log(2\pi\sigma^2 c),
+
+    for Gaussian pixel noise of variance :math:`\sigma^2 c`: ``c`` the row's noise scale
+    (``scale``; 1 where None), :math:`\sigma^2` the variance per unit of it.
+
+    Parameters
+    ----------
+    energy : Tensor of shape (n,)
+        Minimised energies (:math:`2\sigma^2 c` times the negative log posterior).
+    volume : Tensor of shape (n,)
+        Their Occam volumes (:func:`warp_log_volume`).
+    n_pixels : int
+        ``P``.
+    noise_variance : float or None, default=None
+        :math:`\sigma^2`; None: its maximum-likelihood value on these rows
+        (:func:`pixel_noise_variance` of the energies over their scales).
+    scale : Tensor of shape (n,) or None, default=None
+        Positive noise scales of the rows (e.g. their contrast, :func:`row_contrast`).
+
+    Returns
+    -------
+    Tensor of shape (n,), float64
+
+    Examples
+    --------
+    >>> import torch
+    >>> energy, volume = torch.tensor([2.0, 8.0]), torch.zeros(2)
+    >>> scale = torch.tensor([1.0, 4.0], dtype=torch.float64)  # the second: 4x the noise
+    >>> e = laplace_log_evidence(energy, volume, 2, 1.0, scale)
+    >>> round(float(e[0] - e[1]), 4)  # same relative energy: apart by P/2 log 4 only
+    1.3863
+    """
+    energy = energy.to(torch.float64)
+    if scale is not None:
+        energy = energy / scale
+    s2 = (pixel_noise_variance(float(energy.sum()), energy.shape[0], n_pixels)
+          if noise_variance is None else float(noise_variance))
+    evidence = (-energy / (2.0 * s2) - 0.5 * volume.to(torch.float64)
+                - 0.5 * n_pixels * math.log(2.0 * math.pi * s2))
+    return evidence if scale is None else evidence - 0.5 * n_pixels * torch.log(scale)
