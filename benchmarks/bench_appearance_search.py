@@ -6,14 +6,15 @@ appearance_search``); it writes ``benchmarks/results/appearance_search.json``.
 On each data set and each of :data:`N_SPLITS` stratified 80/20 splits (``random_state=s``
 for split ``s``): ``GridSearchCV`` fits ``SpatialTransformerKMeans(n_clusters=10,
 random_state=s)`` with ``appearance`` in ``"none"``, ``"intensity"``,
-``"intensity+thickness"`` on three folds of the training rows (``KFold(3, shuffle=True,
-random_state=s)``) and keeps the family with the highest mean held-out ``score`` (the
-Laplace log-evidence: no labels). Then every family is fitted on all training rows and
-scored by the clustering accuracy of ``predict`` on the untouched 20 % (labels used to
-judge only). The search made the right choice when what it gives a user, the held-out
-accuracy of the family it selected on each split, averaged over the splits, is the
-highest family mean within :data:`TOLERANCE` (one split alone is not a judge: on digits
-the families' gaps change sign from split to split).
+``"intensity+thickness"`` and ``noise`` in ``"constant"``, ``"contrast"`` (the
+:data:`CANDIDATES`, named ``"family / noise"``) on three folds of the training rows
+(``KFold(3, shuffle=True, random_state=s)``) and keeps the candidate with the highest mean
+held-out ``score`` (the Laplace log-evidence: no labels). Then every candidate is fitted
+on all training rows and scored by the clustering accuracy of ``predict`` on the
+untouched 20 % (labels used to judge only). The search made the right choice when what it
+gives a user, the held-out accuracy of the candidate it selected on each split, averaged
+over the splits, is the highest candidate mean within :data:`TOLERANCE` (one split alone
+is not a judge: on digits the families' gaps change sign from split to split).
 
 Data: scikit-learn's digits (raw 0..16), and the same digits with a random ink gain and
 background level per image (``x * U(0.4, 1.0) + U(0, 4)``, seeded), where an appearance
@@ -53,6 +54,8 @@ from skxclust.metrics import clustering_accuracy  # noqa: E402
 
 NAME = "appearance_search"
 FAMILIES = ("none", "intensity", "intensity+thickness")
+NOISE_MODELS = ("constant", "contrast")
+CANDIDATES = tuple(f"{family} / {noise}" for noise in NOISE_MODELS for family in FAMILIES)
 TOLERANCE = 0.005  # mean held-out ACC within this of the best counts as the best
 N_SPLITS = 5
 
@@ -63,25 +66,33 @@ def random_contrast(X: np.ndarray, seed: int = 0) -> np.ndarray:
     return X * rng.uniform(0.4, 1.0, (len(X), 1)) + rng.uniform(0.0, 4.0, (len(X), 1))
 
 
+def candidate(params: dict) -> str:
+    """The name ``"family / noise"`` of the parameters of a candidate."""
+    return f"{params['appearance']} / {params['noise']}"
+
+
 def run_split(X: np.ndarray, y: np.ndarray, params: dict, split: int) -> dict:
-    """The search on the training rows of one split and every family's held-out ACC."""
+    """The search on the training rows of one split and every candidate's held-out ACC."""
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, stratify=y,
                                                         random_state=split)
     est = SpatialTransformerKMeans(n_clusters=10, random_state=split, **params)
     t0 = time.perf_counter()
-    search = GridSearchCV(est, {"appearance": list(FAMILIES)},
+    search = GridSearchCV(est, {"appearance": list(FAMILIES), "noise": list(NOISE_MODELS)},
                           cv=KFold(3, shuffle=True, random_state=split)).fit(X_train)
     seconds = time.perf_counter() - t0
-    best = search.best_params_["appearance"]
+    best = candidate(search.best_params_)
     accuracy = {}
     for family in FAMILIES:
-        model = search.best_estimator_ if family == best else \
-            est.set_params(appearance=family).fit(X_train)
-        accuracy[family] = clustering_accuracy(y_test, model.predict(X_test))
+        for noise in NOISE_MODELS:
+            name = candidate({"appearance": family, "noise": noise})
+            model = search.best_estimator_ if name == best else \
+                est.set_params(appearance=family, noise=noise).fit(X_train)
+            accuracy[name] = clustering_accuracy(y_test, model.predict(X_test))
     return {"split": split, "selected": best,
-            "mean_test_score": dict(zip(FAMILIES,
-                                        search.cv_results_["mean_test_score"].tolist())),
-            "heldout_acc": accuracy, "search_seconds": seconds}
+            "mean_test_score": {candidate(p): score for p, score in zip(
+                search.cv_results_["params"], search.cv_results_["mean_test_score"].tolist())},
+            "heldout_acc": {name: accuracy[name] for name in CANDIDATES},
+            "search_seconds": seconds}
 
 
 def run(name: str, X: np.ndarray, y: np.ndarray, params: dict, n_splits: int) -> dict:
@@ -92,11 +103,11 @@ def run(name: str, X: np.ndarray, y: np.ndarray, params: dict, n_splits: int) ->
         s = splits[-1]
         print(f"{name} split {split}: selected {s['selected']}; held-out ACC "
               + ", ".join(f"{f} {a:.3f}" for f, a in s["heldout_acc"].items()), flush=True)
-    mean_acc = {f: float(np.mean([s["heldout_acc"][f] for s in splits])) for f in FAMILIES}
+    mean_acc = {f: float(np.mean([s["heldout_acc"][f] for s in splits])) for f in CANDIDATES}
     searched = float(np.mean([s["heldout_acc"][s["selected"]] for s in splits]))
     top = max(mean_acc.values())
     return {"data": name, "splits": splits,
-            "selected": {f: sum(s["selected"] == f for s in splits) for f in FAMILIES},
+            "selected": {f: sum(s["selected"] == f for s in splits) for f in CANDIDATES},
             "mean_heldout_acc": mean_acc, "searched_heldout_acc": searched,
             "most_accurate": max(mean_acc, key=mean_acc.get),
             "right_choice": searched >= top - TOLERANCE,
@@ -131,12 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     results = [run("digits", X, y, params, n_splits),
                run("digits_random_contrast", random_contrast(X), y, params, n_splits)]
     report = {
-        "benchmark": "GridSearchCV over ST K-means' appearance families, selected by score "
-                     f"(no labels) on each of {n_splits} splits; held-out ACC of every "
-                     "family (labels judge only)",
+        "benchmark": "GridSearchCV over ST K-means' appearance families and noise models, "
+                     f"selected by score (no labels) on each of {n_splits} splits; held-out "
+                     "ACC of every candidate (labels judge only)",
         "quick": args.quick,
         "machine": info,
-        "settings": {"families": list(FAMILIES),
+        "settings": {"families": list(FAMILIES), "noise": list(NOISE_MODELS),
                      "splits": f"{n_splits} stratified 80/20 splits, random_state=split",
                      "cv": "KFold(3, shuffle=True, random_state=split) on the training rows",
                      "estimator": {"n_clusters": 10, "random_state": "split", **params},

@@ -130,14 +130,17 @@ def test_appearance_search_is_judged_by_the_mean_acc_of_its_choices_over_splits(
     from benchmarks import bench_appearance_search as bench
 
     assert bench.TOLERANCE == 0.005
-    canned = iter([{"split": s, "selected": "none", "mean_test_score": {},
-                    "heldout_acc": {"none": 0.9 - gap, "intensity": 0.9,
-                                    "intensity+thickness": 0.8}, "search_seconds": 1.0}
+    assert bench.CANDIDATES == tuple(f"{f} / {n}" for n in ("constant", "contrast")
+                                     for f in ("none", "intensity", "intensity+thickness"))
+    none, intensity, *others = bench.CANDIDATES
+    canned = iter([{"split": s, "selected": none, "mean_test_score": {},
+                    "heldout_acc": {none: 0.9 - gap, intensity: 0.9,
+                                    **dict.fromkeys(others, 0.8)}, "search_seconds": 1.0}
                    for s, gap in enumerate(gaps)])
     monkeypatch.setattr(bench, "run_split", lambda X, y, params, split: next(canned))
     entry = bench.run("data", None, None, {}, len(gaps))
     assert entry["right_choice"] is right
-    assert entry["selected"] == {"none": 3, "intensity": 0, "intensity+thickness": 0}
+    assert entry["selected"] == {none: 3, intensity: 0, **dict.fromkeys(others, 0)}
     assert entry["searched_heldout_acc"] == pytest.approx(0.9 - np.mean(gaps))
-    assert entry["most_accurate"] == ("none" if max(gaps) == 0 else "intensity")  # ties: first
-    assert bench._selected_text(entry["selected"]) == "none 3"
+    assert entry["most_accurate"] == (none if max(gaps) == 0 else intensity)  # ties: first
+    assert bench._selected_text(entry["selected"]) == "none / constant 3"
