@@ -24,6 +24,7 @@ scored by the mean over its seeds. Methods:
 - ``st_affine``: ``SpatialTransformerKMeans(warp="affine")``, otherwise the defaults;
 - ``st_tps``: ``SpatialTransformerKMeans()`` with the defaults (TPS warps);
 - ``st_affine_tps`` (with ``--extra``): ``SpatialTransformerKMeans(warp="affine+tps")``;
+- ``st_contrast_noise`` (with ``--methods``): the defaults with ``noise="contrast"``;
 - ``st_no_appearance``, ``st_intensity``, ``st_thickness`` (with ``--methods``): the
   defaults with ``appearance="none"``, ``"intensity"``, ``"intensity+thickness"``;
 - ``st_tps_double_steps`` (with ``--methods``): the defaults with every step count of the
@@ -120,6 +121,7 @@ ST_VARIANTS = {"st_affine": {"warp": "affine"}, "st_tps": {},
                "st_no_appearance": {"appearance": "none"},
                "st_intensity": {"appearance": "intensity"},
                "st_thickness": {"appearance": "intensity+thickness"},
+               "st_contrast_noise": {"noise": "contrast"},
                "st_affine_tps": {"warp": "affine+tps"},
                "st_tps_double_steps": {"n_steps": 40, "affine_steps": 10, "screen_steps": 6,
                                        "coarse_steps": 6},

@@ -94,7 +94,8 @@ QUALITY_LABELS = {"kmeans": "sklearn KMeans, n_init=10", "st_affine": 'ST K-mean
                   "st_tps_float64_warps": 'ST K-means, `warp_dtype="float64"`',
                   "st_no_appearance": 'ST K-means, `appearance="none"`',
                   "st_intensity": 'ST K-means, `appearance="intensity"`',
-                  "st_thickness": 'ST K-means, `appearance="intensity+thickness"`'}
+                  "st_thickness": 'ST K-means, `appearance="intensity+thickness"`',
+                  "st_contrast_noise": 'ST K-means, `noise="contrast"`'}
 
 
 def _mean_min(summary: dict, key: str) -> str:

@@ -153,6 +153,12 @@ DATA_CASES = [
     Case("X-huge-float64", "float64 ``X`` whose squared distances overflow (values ~1e200)", ALL,
          ValueError, r"X has values too large for squared distances in torch\.float64",
          lambda: X * 1e200),
+    Case("X-constant-row-contrast-noise", "``X`` has a constant row, with "
+         "``noise=\"contrast\"`` (its noise variance would be 0)", FIT + ("score",),
+         ValueError, r"noise='contrast' scales each row's noise variance by its contrast "
+         r"\|\|x - mean\(x\)\|\|\^2, and 1 row\(s\) of X are constant \(the first: row 2\)",
+         lambda: _with(0.5, mask=(2, slice(None))), params={"noise": "contrast"},
+         estimators=("spatial",), names=("noise",)),
     # partial_fit on a float64 model computes a float32 chunk in float64: no overflow there
     Case("X-huge-float32", "float32 ``X`` whose squared distances overflow (values ~1e30)",
          FULL_FIT + INFER,
@@ -334,6 +340,7 @@ PARAM_CASES = [
     _param("n_landmarks", 1, exc=_IPE, estimators=_S),
     _param("n_landmarks", 4.0, exc=_IPE, estimators=_S),
     _param("n_landmarks", "many", exc=_IPE, estimators=_S),
+    _param("noise", "gaussian", exc=_IPE, estimators=_S),
     _param("learning_rate", 0.0, exc=_IPE, estimators=_S),
     _param("learning_rate", -0.1, exc=_IPE, estimators=_S),
     _param("learning_rate", np.inf, exc=_IPE, estimators=_S),

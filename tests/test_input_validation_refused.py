@@ -117,7 +117,7 @@ FIT_DATA_CASES = [c for c in DATA_CASES + WEIGHT_CASES if "fit" in c.methods]
     ids=[f"{c.id}-{e}" for c in FIT_DATA_CASES for e in BOTH if e in c.estimators],
 )
 def test_failed_fit_of_an_unfitted_estimator_leaves_no_attribute(case, estimator):
-    est = ESTIMATORS[estimator]()
+    est = ESTIMATORS[estimator]().set_params(**case.params)
     before = copy.deepcopy(est.__dict__)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
