@@ -164,7 +164,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         + P o^2)`` (``c(x)`` the sample's contrast, ``P`` the number of pixels). Larger
         values keep the transformation nearer the identity.
     noise : {"constant", "contrast"}, default="constant"
-        Pixel noise model (:mod:`skxclust._noise`). "constant": one noise variance for
+        Pixel noise model (user guide, "The noise model"). "constant": one variance for
         every row; the fit minimises the summed distortion. "contrast": a row's variance is
         proportional to its contrast ``c(x)``, so its distortion counts relative to its
         contrast: rows weigh ``mean(c) / c(x)`` in the fit (on top of ``sample_weight``;
