@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._dask import is_dask_array
+from ._dask import dask_row_blocks, is_dask_array
 from .nn.warp_evidence import row_contrast
 
 __all__ = ["NOISE_MODELS", "check_contrast", "contrast_weights", "input_contrast"]
@@ -49,17 +49,14 @@ def check_contrast(contrast):
 def input_contrast(X) -> np.ndarray:
     """:func:`~skxclust.nn.warp_evidence.row_contrast` of validated rows, float64 (n,): X
     a numpy array, a torch tensor or a dask array (one pass over its blocks)."""
-    if is_dask_array(X):
-        X = X.astype(np.float64)
-        return np.asarray((((X - X.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)).compute())
     if isinstance(X, torch.Tensor):
         return row_contrast(X.to(torch.float64)).cpu().numpy()
-    out = np.empty(X.shape[0])
-    for start in range(0, X.shape[0], _CHUNK_ROWS):  # float64 copies of a chunk at a time
-        block = np.asarray(X[start:start + _CHUNK_ROWS], dtype=np.float64)
-        block = block - block.mean(axis=1, keepdims=True)
-        out[start:start + block.shape[0]] = np.einsum("ij,ij->i", block, block)
-    return out
+    blocks = ((block for block, _ in dask_row_blocks(X)) if is_dask_array(X) else
+              (X[start:start + _CHUNK_ROWS] for start in range(0, X.shape[0], _CHUNK_ROWS)))
+    # a float64 copy of one block at a time (also of a read-only array: torch needs it
+    # writable)
+    return np.concatenate([row_contrast(torch.from_numpy(np.array(block, dtype=np.float64)))
+                           .numpy() for block in blocks])
 
 
 def contrast_weights(X, sample_weight: np.ndarray, scale: float | None = None
