@@ -59,7 +59,7 @@ def test_the_energy_is_the_minimum_over_the_appearance_coefficients(
     energy, _ = pairs.energy(flat)
     expected, coef = _profiled(kind, 0.3, sample, mu[0], model, flat, 2.0)
     torch.testing.assert_close(energy[0], expected)
-    torch.testing.assert_close(pairs.appearance_fit(flat).coef[0, 0], coef[:-1])
+    torch.testing.assert_close(pairs.coefficients(flat)[0, 0], coef[:-1])
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -19,15 +19,13 @@ given warps. The solvers (:func:`~skxclust.nn.warp_solver.fit_warps`,
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
 from ._checks import check_pair_args, check_warp_args
 from .appearance import Appearance, spd_inverse
 from .warps import BILINEAR, ZEROS, WarpModel
 
-__all__ = ["AppearanceFit", "Coordinates", "PairBatch", "coordinates", "pair_images", "pair_scale",
+__all__ = ["Coordinates", "PairBatch", "coordinates", "pair_images", "pair_scale",
            "per_pair_weight", "warp_energy"]
 
 def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,28 +73,6 @@ def coordinates(model: WarpModel, affine: bool) -> Coordinates:
     return model.cache[key]
 
 
-class AppearanceFit(NamedTuple):
-    """The appearance fit of a batch's warps: what :meth:`PairBatch.evaluate` finds and
-    :meth:`PairBatch.normal_system` uses."""
-
-    coef: torch.Tensor  # (G, M, C): the fitted coefficients
-    channels: torch.Tensor  # (G, M, C, P): the warped channels
-
-    def where(self, kept: torch.Tensor, other: AppearanceFit) -> AppearanceFit:
-        """``other``'s fit for the pairs where ``kept`` (N,) is True, this one's for the
-        others (``N = G * M``)."""
-        kept = kept.reshape(self.coef.shape[:2])
-        return AppearanceFit(torch.where(kept[..., None], other.coef, self.coef),
-                             torch.where(kept[..., None, None], other.channels, self.channels))
-
-    def rows(self, rows: torch.Tensor) -> AppearanceFit:
-        """The fit of the pairs ``rows`` (into the image-major ``G * M`` list), in the
-        layout of :meth:`PairBatch.select` (one image each)."""
-        n_pairs = self.coef.shape[0] * self.coef.shape[1]
-        return AppearanceFit(self.coef.reshape(n_pairs, 1, -1)[rows],
-                             self.channels.reshape(n_pairs, 1, *self.channels.shape[2:])[rows])
-
-
 class PairBatch:
     """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P).
 
@@ -138,13 +114,12 @@ class PairBatch:
         warped = warped.reshape(n_images, n_channels, -1, self.targets.shape[-1])
         return warped[:, 0] if self.appearance is None else warped.transpose(1, 2)
 
-    def appearance_fit(self, flat) -> AppearanceFit:
+    def coefficients(self, flat):
         """The appearance coefficients (G, M, C) of the warps ``flat`` (see
-        :meth:`~skxclust.nn.appearance.Appearance.fit`) and the warped channels."""
+        :meth:`~skxclust.nn.appearance.Appearance.fit`)."""
         assert self.appearance is not None
         warped = self.warped(flat)
-        weight = self.weight.reshape(warped.shape[:2])
-        return AppearanceFit(self.appearance.fit(warped, self.targets, weight)[0], warped)
+        return self.appearance.fit(warped, self.targets, self.weight.reshape(warped.shape[:2]))[0]
 
     def energy(self, flat):
         """Energy (G * M,) and residual ``S mu - x`` (G, M, P) of the warps ``flat`` (with
@@ -152,22 +127,20 @@ class PairBatch:
         return self.evaluate(flat)[:2]
 
     def evaluate(self, flat):
-        """:meth:`energy`, and the appearance fit of the warps (None without an
-        appearance): an :class:`AppearanceFit` holding the coefficients and the warped
-        channels, which :meth:`normal_system` then need neither fit nor warp again."""
+        """:meth:`energy`, and the appearance coefficients (G, M, C) (None without an
+        appearance), which :meth:`normal_system` then need not fit again."""
         warped = self.warped(flat)
         size, _ = _quadratic(flat, self.gram)
         size = self.weight * size
-        fit = None
+        coef = None
         if self.appearance is not None:  # (G, M, C, P) -> (G, M, P)
-            fitted, coef, cost = self.appearance.transformed(
+            warped, coef, cost = self.appearance.transformed(
                 warped, self.targets, self.weight.reshape(warped.shape[:2]))
             size = size + cost.reshape(-1)
-            residual = fitted.sub_(self.targets)  # the transformed image is not kept
-            fit = AppearanceFit(coef, warped)
+            residual = warped.sub_(self.targets)  # the transformed image is not kept
         else:
             residual = warped - self.targets
-        return (residual * residual).sum(-1).reshape(-1) + size, residual, fit
+        return (residual * residual).sum(-1).reshape(-1) + size, residual, coef
 
     def slope(self, flat, coef=None):
         """``slope[n, d, p]`` (N, D, P), contiguous: the derivative of warped pixel ``p``
@@ -180,7 +153,7 @@ class PairBatch:
             combine = torch.ones(grid.shape[:3], dtype=flat.dtype, device=flat.device)[:, None]
         else:  # the slope of the transformed image sum_c coef_c S b_c: channels weighted
             if coef is None:
-                coef = self.appearance_fit(flat).coef  # (G, M, C)
+                coef = self.coefficients(flat)  # (G, M, C)
             n_images, n_warps, n_channels = coef.shape
             combine = coef.transpose(1, 2)[..., None, None].expand(
                 n_images, n_channels, n_warps, *self.model.shape).reshape(
@@ -210,15 +183,12 @@ class PairBatch:
         return prod.reshape(n_pairs, n_cols, ndim, coords.size).transpose(2, 3).reshape(
             n_pairs, n_cols, coords.size * ndim).transpose(1, 2)
 
-    def normal_system(self, flat, residual, coords: Coordinates,
-                      fit: AppearanceFit | None = None):
+    def normal_system(self, flat, residual, coords: Coordinates, coef=None):
         """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
-        in the coordinates ``coords`` (``fit``: the appearance fit of ``flat`` from
-        :meth:`evaluate`, if at hand)."""
-        if self.appearance is not None and fit is None:
-            fit = self.appearance_fit(flat)
+        in the coordinates ``coords`` (``coef``: the appearance coefficients of ``flat``
+        from :meth:`evaluate`, if at hand)."""
         n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
-        slope = self.slope(flat, None if fit is None else fit.coef)
+        slope = self.slope(flat, coef)
         if ndim == 2:
             sx, sy = slope[:, 0], slope[:, 1]
             weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
@@ -240,18 +210,18 @@ class PairBatch:
             pen_hess = coords.lift.T @ pen_hess @ coords.lift
         # + weight_n * pen_hess for every pair n, in place (no (N, m D, m D) temporary)
         hess.view(n_pairs, -1).addr_(self.weight, pen_hess.reshape(-1))
-        if fit is not None:
-            self._eliminate_appearance(hess, flat, coords, slope, fit.channels)
+        if self.appearance is not None:
+            self._eliminate_appearance(hess, flat, coords, slope)
         return hess, grad + penalty
 
-    def _eliminate_appearance(self, hess, flat, coords: Coordinates, slope, warped) -> None:
+    def _eliminate_appearance(self, hess, flat, coords: Coordinates, slope) -> None:
         """``hess -= X M^-1 X^T`` in place: the Gauss-Newton Hessian of the joint fit of
         the warp and the appearance coefficients (``X = J^T A``, ``A`` the warped channels
         and a constant, ``M`` their normal matrix), with the coefficients eliminated (a
         Schur complement). The step it gives is the joint Gauss-Newton step's warp part:
-        the warp no longer moves as if the gain and offset could not follow it.
-        ``warped``: the warped channels (G, M, C, P) of ``flat``."""
+        the warp no longer moves as if the gain and offset could not follow it."""
         assert self.appearance is not None
+        warped = self.warped(flat)  # (G, M, C, P)
         matrix, _ = self.appearance.normal_matrix(warped, self.weight.reshape(warped.shape[:2]))
         n_pairs = flat.shape[0]
         warped = warped.reshape(n_pairs, -1, warped.shape[-1])

@@ -82,9 +82,9 @@ def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates,
     A rejected step leaves a warp where it was, so its normal system is kept and only the
     warps that moved get a new one (about half of them late in a fit).
     """
-    energy, residual, fit = pairs.evaluate(flat)  # fit: the appearance fit or None
+    energy, residual, coef = pairs.evaluate(flat)  # coef: appearance coefficients or None
     if steps > 0:
-        hess, grad = pairs.normal_system(flat, residual, coords, fit)
+        hess, grad = pairs.normal_system(flat, residual, coords, coef)
     for step_index in range(steps):
         step = _damped_steps(hess, grad, damping)
         if coords.lift is not None:
@@ -92,24 +92,24 @@ def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates,
         if pairs.model.ndim == 1:  # a signal's warp keeps time order (nn/monotone.py)
             step = monotone_steps(pairs.model, flat, step)
         trial = flat + step
-        trial_energy, trial_residual, trial_fit = pairs.evaluate(trial)
+        trial_energy, trial_residual, trial_coef = pairs.evaluate(trial)
         better = trial_energy < energy
         flat = torch.where(better[:, None], trial, flat)
         energy = torch.where(better, trial_energy, energy)
         kept = better.reshape(residual.shape[0], -1, 1)
         residual = torch.where(kept, trial_residual, residual)
-        if fit is not None:
-            fit = fit.where(better, trial_fit)
+        if coef is not None:
+            coef = torch.where(kept, trial_coef, coef)
         damping = torch.where(better, damping * 0.3, damping * 10.0).clamp(1e-7, 1e7)
         if step_index + 1 == steps:
             break
         moved = torch.nonzero(better)[:, 0]
         if moved.numel() == better.numel():
-            hess, grad = pairs.normal_system(flat, residual, coords, fit)
+            hess, grad = pairs.normal_system(flat, residual, coords, coef)
         elif moved.numel():
             hess[moved], grad[moved] = pairs.select(moved).normal_system(
                 flat[moved], residual.reshape(better.numel(), -1)[moved], coords,
-                None if fit is None else fit.rows(moved))
+                None if coef is None else coef.reshape(better.numel(), 1, -1)[moved])
     return energy, flat, damping
 
 
