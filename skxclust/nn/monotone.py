@@ -38,6 +38,16 @@ def _differences(model: WarpModel):
     return model.cache[key]
 
 
+def _rates(model: WarpModel) -> torch.Tensor:
+    """The basis differences over the sample spacing, ``(n - 1, n_basis)``: the warp's
+    slopes are ``1 + flat @ rates.T`` (built once, in ``model.cache``)."""
+    key = ("monotone rates",)
+    if key not in model.cache:
+        step, basis = _differences(model)
+        model.cache[key] = basis / step[:, None]
+    return model.cache[key]
+
+
 def warp_slopes(model: WarpModel, flat: torch.Tensor) -> torch.Tensor:
     """``g(p_{i+1}) - g(p_i)`` over the sample spacing, for every warp: 1 everywhere at the
     identity, at most 0 where the warp folds.
@@ -128,12 +138,17 @@ def monotone_steps(model: WarpModel, flat: torch.Tensor, step: torch.Tensor,
     >>> round(short[0, 0].item(), 3), warp_slopes(model, flat + short).min().item() > 0
     (-0.899, True)
     """
-    step_size, basis = _differences(model)
-    if step_size.numel() == 0:  # a single sample: nothing can fold
+    rates = _rates(model)
+    if rates.shape[0] == 0:  # a single sample: nothing can fold
         return step
-    slope = (step_size + flat.to(basis.dtype) @ basis.T) / step_size  # (N, n - 1)
-    change = step.to(basis.dtype) @ basis.T / step_size
-    # the room left to the boundary along each falling slope (the others: unbounded)
-    room = (slope - min_slope).clamp_min(0) / -change
-    scale = (keep * room.masked_fill(change >= 0, float("inf")).amin(-1)).clamp(max=1.0)
+    n_warps = flat.shape[0]
+    # the slopes of the warps and their changes along the steps in one product, (2 N, n - 1)
+    both = torch.cat([flat, step]).to(rates.dtype) @ rates.T
+    # in place: a fit calls this every step on (N, n - 1) arrays, and fresh temporaries of
+    # that size cost more in page faults than in arithmetic
+    room = both[:n_warps].add_(1.0 - min_slope).clamp_min_(torch.finfo(both.dtype).tiny)
+    # the fraction of the room to the boundary a whole step uses, along each falling slope
+    # (0 along the others); the step may go ``keep`` of the way to the nearest boundary
+    used = both[n_warps:].neg_().clamp_min_(0.0).div_(room).amax(-1)
+    scale = (keep / used).clamp(max=1.0)
     return step * scale.to(step.dtype)[:, None]
