@@ -54,6 +54,37 @@ def test_monotone_steps_shorten_only_folding_steps(transform):
     assert 0 < float(short.norm() / reverse.norm()) < 1
 
 
+@pytest.mark.parametrize("keep", [0.5, 0.9])
+@pytest.mark.parametrize("start", [0.0, 0.2])
+@pytest.mark.parametrize("transform", ["tps", "affine"])
+def test_monotone_steps_go_keep_of_the_way_to_the_slope_bound(transform, start, keep):
+    # g = -2 p: every slope of the step falls by 3; from a warp of slopes 1 - 3 * start the
+    # room to the bound MIN_SLOPE is 1 - 3 * start - MIN_SLOPE, and the shortened step
+    # uses the fraction ``keep`` of it, so the slopes end at bound + (1 - keep) * room
+    model = make_warp_model((1, 20), 16, transform, torch.float64)
+    reverse = torch.linalg.lstsq(model.basis, -3.0 * model.points).solution.T
+    flat = start * reverse
+    short = monotone_steps(model, flat, reverse, keep=keep)
+    room = 1.0 - 3.0 * start - MIN_SLOPE
+    torch.testing.assert_close(short, keep * room / 3.0 * reverse)
+    slopes = warp_slopes(model, flat + short)
+    torch.testing.assert_close(slopes, torch.full_like(slopes, MIN_SLOPE + (1 - keep) * room))
+
+
+def test_monotone_steps_are_limited_by_the_falling_slopes_only():
+    # u = 3 (p + 0.5)^2: the slopes rise by up to 9 near the end and fall by up to 3 near
+    # the start, so only the start may shorten the step
+    model = make_warp_model((1, 20), 16, "tps", torch.float64)
+    bend = 3.0 * (model.points + 0.5) ** 2
+    step = torch.linalg.lstsq(model.basis, bend).solution.T
+    change = warp_slopes(model, step) - 1.0  # the slopes are affine in the parameters
+    assert float(change.max()) > 2 * float(-change.min()) > 0
+    short = monotone_steps(model, torch.zeros_like(step), step)
+    falling = change < 0
+    expected = 0.9 * ((1.0 - MIN_SLOPE) / -change[falling]).min()
+    torch.testing.assert_close(short, expected * step)
+
+
 @pytest.mark.parametrize("transform", ["tps", "affine", "affine+tps"])
 def test_shift_energies_are_the_energies_of_whole_sample_translations(transform):
     generator = torch.Generator().manual_seed(0)
