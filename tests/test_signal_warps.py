@@ -71,6 +71,15 @@ def test_monotone_steps_go_keep_of_the_way_to_the_slope_bound(transform, start, 
     torch.testing.assert_close(slopes, torch.full_like(slopes, MIN_SLOPE + (1 - keep) * room))
 
 
+@pytest.mark.parametrize("transform", ["tps", "affine"])
+def test_monotone_steps_keep_a_zero_step_zero(transform):
+    # no slope changes: nothing limits the step (no division by a zero of either sign)
+    model = make_warp_model((1, 20), 16, transform, torch.float64)
+    flat = 0.1 * translation_params(model)[None].expand(2, -1)
+    zero = torch.zeros_like(flat)
+    assert torch.equal(monotone_steps(model, flat, zero), zero)
+
+
 def test_monotone_steps_are_limited_by_the_falling_slopes_only():
     # u = 3 (p + 0.5)^2: the slopes rise by up to 9 near the end and fall by up to 3 near
     # the start, so only the start may shorten the step

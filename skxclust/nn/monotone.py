@@ -150,5 +150,6 @@ def monotone_steps(model: WarpModel, flat: torch.Tensor, step: torch.Tensor,
     # the fraction of the room to the boundary a whole step uses, along each falling slope
     # (0 along the others); the step may go ``keep`` of the way to the nearest boundary
     used = both[n_warps:].neg_().clamp_min_(0.0).div_(room).amax(-1)
-    scale = (keep / used).clamp(max=1.0)
+    # (``used`` may be -0.0 where no slope falls: compared, not divided into)
+    scale = torch.where(used > keep, keep / used, 1.0)
     return step * scale.to(step.dtype)[:, None]
