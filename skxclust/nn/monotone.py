@@ -27,24 +27,15 @@ __all__ = ["MIN_SLOPE", "folds", "monotone_steps", "warp_slopes"]
 MIN_SLOPE = 1e-3
 
 
-def _differences(model: WarpModel):
-    """Differences of the sampling positions and of the basis between neighbouring
-    samples, ``(n - 1,)`` and ``(n - 1, n_basis)`` (built once, in ``model.cache``)."""
-    key = ("monotone",)
+def _rates(model: WarpModel) -> torch.Tensor:
+    """The differences of the basis between neighbouring samples over their spacing,
+    ``(n - 1, n_basis)``: the warps' slopes are ``1 + flat @ rates.T`` (built once, in
+    ``model.cache``)."""
+    key = ("monotone rates",)
     if key not in model.cache:
         n = model.length  # the channels of a signal share the first one's times
         points, basis = model.points[:n, 0], model.basis[:n]
-        model.cache[key] = (points[1:] - points[:-1], basis[1:] - basis[:-1])
-    return model.cache[key]
-
-
-def _rates(model: WarpModel) -> torch.Tensor:
-    """The basis differences over the sample spacing, ``(n - 1, n_basis)``: the warp's
-    slopes are ``1 + flat @ rates.T`` (built once, in ``model.cache``)."""
-    key = ("monotone rates",)
-    if key not in model.cache:
-        step, basis = _differences(model)
-        model.cache[key] = basis / step[:, None]
+        model.cache[key] = (basis[1:] - basis[:-1]) / (points[1:] - points[:-1])[:, None]
     return model.cache[key]
 
 
@@ -73,8 +64,8 @@ def warp_slopes(model: WarpModel, flat: torch.Tensor) -> torch.Tensor:
     """
     if model.ndim != 1:
         raise ValueError(f"warp slopes need a 1-D warp model, got shape {model.shape}.")
-    step, basis = _differences(model)
-    return (step + flat.to(basis.dtype) @ basis.T) / step
+    rates = _rates(model)
+    return 1.0 + flat.to(rates.dtype) @ rates.T
 
 
 def folds(model: WarpModel, flat: torch.Tensor) -> torch.Tensor:
