@@ -1,6 +1,6 @@
 """Page faults of fresh arrays: ST K-means fits with glibc's default malloc vs. freed memory kept.
 
-``python benchmarks/malloc_reuse.py [--repeats 3] [--fits digits500,Trace,OSULeaf,mnist400]
+``python -m benchmarks.malloc_reuse [--repeats 3] [--fits digits500,Trace,OSULeaf,mnist400]
 [--output FILE]``
 
 A warp fit makes many short-lived arrays of a few hundred kilobytes to a few megabytes.
@@ -29,9 +29,8 @@ import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from ._common import ROOT, load_average, write_json
 
 FIT = """
 import os, sys, time
@@ -93,22 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown fit {unknown}; fits: {', '.join(FITS)}")
     runs = []
-    load_start = os.getloadavg()[0]
+    load_start = load_average()
     for name in names:
         for repeat in range(args.repeats):
-            for setting in SETTINGS:
-                result = run_fit(name, setting, args.timeout)
-                if result is None:
-                    print(f"{name}: left out (its data could not be loaded, or it timed out)")
-                    break
+            results = [run_fit(name, setting, args.timeout) for setting in SETTINGS]
+            if None in results:
+                print(f"{name}: left out (its data could not be loaded, or it timed out)")
+                break
+            for setting, result in zip(SETTINGS, results):
                 result.update(fit=name, setting=setting, repeat=repeat)
                 runs.append(result)
                 print(json.dumps(result), flush=True)
-            else:
-                continue
-            break
-    print(f"load average (1 min): {load_start:.2f} at the start, "
-          f"{os.getloadavg()[0]:.2f} at the end")
+    print(f"load averages (1, 5, 15 min): {load_start} at the start, {load_average()} "
+          "at the end")
     print(f"| fit | {SETTINGS[0]}: CPU s, median (min-max) | "
           f"{SETTINGS[1]}: CPU s, median (min-max) | ratio of medians |")
     print("|---|---|---|---|")
@@ -122,9 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         ratio = statistics.median(cpu[SETTINGS[1]]) / statistics.median(cpu[SETTINGS[0]])
         print(f"| {name} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
     if args.output:
-        with open(args.output, "w") as fh:
-            json.dump({"runs": runs, "load_start": load_start,
-                       "load_end": os.getloadavg()[0]}, fh, indent=1)
+        write_json(args.output, {"runs": runs, "load_start": load_start,
+                                 "load_end": load_average()})
     return 0
 
 
