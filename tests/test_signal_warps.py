@@ -71,6 +71,25 @@ def test_monotone_steps_go_keep_of_the_way_to_the_slope_bound(transform, start, 
     torch.testing.assert_close(slopes, torch.full_like(slopes, MIN_SLOPE + (1 - keep) * room))
 
 
+def test_folds_counts_a_flat_stretch_and_reports_one_flag_per_warp():
+    # affine warps of 5 samples (4 slopes): slope 1 + a; a = -1 stops time (a fold: the
+    # positions do not increase strictly), a = -0.999 does not; 3 warps give 3 flags
+    model = make_warp_model((1, 5), n_landmarks=4, transform="affine")
+    flat = torch.tensor([[-1.0, 0.0], [-0.999, 0.0], [0.5, 0.3]])
+    assert folds(model, flat).tolist() == [True, False, False]
+
+
+@pytest.mark.parametrize("n_samples", [1, 2, 3, 5])
+def test_monotone_steps_shorten_a_reversing_step_on_the_shortest_signals(n_samples):
+    # a signal of one sample has no slope: the step stays; from two samples on (one
+    # slope) the reversing step (slope 1 - 3) goes 0.9 of the way to MIN_SLOPE
+    model = make_warp_model((1, n_samples), n_landmarks=4, transform="affine")
+    step = torch.tensor([[-3.0, 0.0]])
+    short = monotone_steps(model, torch.zeros_like(step), step)
+    expected = step if n_samples == 1 else 0.9 * (1.0 - MIN_SLOPE) / 3.0 * step
+    torch.testing.assert_close(short, expected)
+
+
 @pytest.mark.parametrize("transform", ["tps", "affine"])
 def test_monotone_steps_keep_a_zero_step_zero(transform):
     # no slope changes: nothing limits the step (no division by a zero of either sign)
