@@ -115,11 +115,15 @@ def test_an_empty_centroid_moves_to_its_own_groups_farthest_row():
     assert bool((centers[0, :3] == 0).all())
 
 
-def test_the_split_gains_of_signals_come_from_one_grouped_run(monkeypatch):
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_split_gains_of_signals_come_from_one_grouped_run(monkeypatch, weighted):
     X = torch.as_tensor(load_digits().data[:120], dtype=F64)
     geometry = SpatialTransformerKMeans(4, n_landmarks=9, image_shape=(1, 64),
                                         random_state=0)._make_geometry(64)
     weight = torch.ones(X.shape[0], dtype=F64)
+    if weighted:  # rows of weight 0.25 and 4 in turn: a weight on the wrong side shows
+        weight[1::2] = 4.0
+        weight[::2] = 0.25
     centers = X[[0, 30, 60, 90]]
     start = geometry.assign(X, centers)
     nearest = start.distances
@@ -141,7 +145,8 @@ def test_the_split_gains_of_signals_come_from_one_grouped_run(monkeypatch):
     fits = _grouped_two_means(jobs, geometry)
     for (c, members, *_), (inertia, two) in zip(jobs, fits):
         torch.testing.assert_close(halves[c], two)
-        assert float(gains[c]) == pytest.approx(float(nearest[members].sum()) - inertia)
+        before = float((nearest[members] * weight[members]).sum())
+        assert float(gains[c]) == pytest.approx(before - inertia)
         alone = best_restart(lloyd(X[members], X[members][:2][None], geometry,
                                    weight[members], max_iter=2, tol=0.0))
         # the same fit as the cluster's own run, to the rounding of the shared calls and
