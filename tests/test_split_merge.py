@@ -253,3 +253,17 @@ def test_the_split_gain_of_a_large_cluster_is_its_subsets_scaled_by_their_weight
     before = float((nearest[pick] * weight[pick]).sum())
     assert float(gains[0]) == pytest.approx(share * (before - two.inertia), rel=1e-12)
     torch.testing.assert_close(halves[0], two.centers)
+
+
+def test_only_clusters_of_at_least_4_rows_are_split():
+    from skxclust._euclidean import EuclideanGeometry
+    from skxclust._split_merge import _split_gains
+
+    X = torch.tensor([0.0, 1.0, 2.0, 10.0, 11.0, 13.0, 14.0], dtype=F64)[:, None]
+    labels = torch.tensor([0, 0, 0, 1, 1, 1, 1])  # 3 rows, 4 rows
+    nearest = torch.ones(7, dtype=F64)
+    gains, halves = _split_gains(X, torch.ones(7, dtype=F64), labels, nearest,
+                                 EuclideanGeometry(), torch.Generator().manual_seed(0),
+                                 lambda Xc, k, w, g: (Xc[[0, -1]], None))
+    assert halves[0] is None and float(gains[0]) == -np.inf
+    assert halves[1] is not None and np.isfinite(float(gains[1]))
