@@ -193,6 +193,29 @@ def test_intensity_rows_make_the_update_see_the_transformation():
     torch.testing.assert_close(direct[0] - direct[1], moved[0] - moved[1])
 
 
+@pytest.mark.parametrize("gain, divisor", [(1e-9, 1e-6), (-1e-9, -1e-6), (0.0, 1e-6), (5e-7, 1e-6),
+                                           (1.5e-6, 1.5e-6), (-1.5e-6, -1.5e-6)])
+def test_intensity_rows_divide_by_a_gain_below_1e6_as_by_1e6_of_its_sign(gain, divisor):
+    # such a row weighs g^2 w, nothing; its division stays finite and keeps the sign
+    X, offset, w = torch.tensor([[3.0, 5.0]], dtype=F64), torch.tensor([1.0], dtype=F64), \
+        torch.tensor([2.0], dtype=F64)
+    rows, w2 = intensity_rows(X, torch.tensor([gain], dtype=F64), offset, w)
+    torch.testing.assert_close(rows, (X - 1.0) / divisor)
+    torch.testing.assert_close(w2, w * gain * gain)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_small_spd_solvers_match_a_dense_solve(n):
+    from skxclust.nn.appearance import _solve_spd, spd_inverse
+
+    g = torch.Generator().manual_seed(n)
+    A = torch.randn(4, n, 2 * n, generator=g, dtype=F64)
+    matrix, rhs = A @ A.mT, torch.randn(4, n, generator=g, dtype=F64)
+    torch.testing.assert_close(spd_inverse(matrix), torch.linalg.inv(matrix))
+    torch.testing.assert_close(_solve_spd(matrix, rhs),
+                               torch.linalg.solve(matrix, rhs[..., None])[..., 0])
+
+
 def test_bad_appearance_arguments_are_refused():
     with pytest.raises(ValueError, match="kind must be one of"):
         Appearance("colour", 1.0)
