@@ -123,6 +123,21 @@ def test_thickness_channel_is_half_the_morphological_gradient():
     torch.testing.assert_close(out, expected)
 
 
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2), (2, 2)])
+def test_thickness_channel_of_two_pixel_sides_spans_both(shape):
+    # a side of two pixels still takes the 3-pixel window (edges replicated): one lit
+    # pixel lights the whole image, at half its value
+    img = torch.zeros(shape, dtype=F64)
+    img[0, 0] = 1.0
+    out = thickness_channel(img.reshape(1, -1), shape).reshape(shape)
+    expected = torch.full(shape, 0.5, dtype=F64)
+    if shape[1] == 3:
+        expected[:, 2] = 0.0  # two columns away along the 3-pixel side
+    if shape[0] == 3:
+        expected[2] = 0.0
+    torch.testing.assert_close(out, expected)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_warp_energy_with_an_appearance_never_exceeds_the_plain_one(kind):
     # the identity transformation (gain 1, no thickness, offset 0) costs no penalty
