@@ -6,7 +6,12 @@ import torch
 from skxclust.nn import make_warp_model
 from skxclust.nn.monotone import MIN_SLOPE, folds, monotone_steps, warp_slopes
 from skxclust.nn.pair_batch import warp_energy
-from skxclust.nn.shift_search import shift_energies, shift_start, translation_params
+from skxclust.nn.shift_search import (
+    off_the_knots,
+    shift_energies,
+    shift_start,
+    translation_params,
+)
 from skxclust.nn.warp_solver import fit_warps
 
 N = 60
@@ -126,6 +131,39 @@ def test_shift_energies_are_the_energies_of_whole_sample_translations(transform)
         params = (shift * 2.0 / (n - 1) * unit).reshape(1, 1, -1, 1).expand(3, 2, -1, 1)
         direct = warp_energy(samples, centroids, model, params.contiguous(), penalty=0.0)
         torch.testing.assert_close(energies[:, :, shift + n - 1].T, direct)
+
+
+@pytest.mark.parametrize("penalty", [0.0, 0.02, 0.3, 30.0])
+@pytest.mark.parametrize("n, transform", [(17, "tps"), (2, "affine")])
+def test_shift_start_is_the_whole_shift_of_least_penalised_energy(penalty, n, transform):
+    # the penalty of a translation v is v^T G v, computed here directly for every shift
+    model = make_warp_model((1, n), 9, transform, torch.float64)
+    gram = model.penalty_gram(0.5, 0.5)
+    generator = torch.Generator().manual_seed(1)
+    samples = torch.randn(4, n, generator=generator, dtype=torch.float64)
+    centroids = torch.randn(2, n, generator=generator, dtype=torch.float64)
+    weight = penalty * torch.tensor([1.0, 0.5, 2.0, 4.0], dtype=torch.float64)
+    start = shift_start(samples, centroids, model, penalty=weight, gram=gram)
+    unit = translation_params(model)
+    shifts = torch.arange(-(n - 1), n, dtype=torch.float64) * 2.0 / (n - 1)
+    translations = shifts[:, None] * unit[None]  # (2n - 1, n_params)
+    cost = ((translations @ gram) * translations).sum(-1)  # v^T G v per shift
+    total = shift_energies(samples, centroids) + weight[None, :, None] * cost
+    expected = translations[total.argmin(-1)].reshape(-1, unit.shape[0])  # (K * B, n_params)
+    torch.testing.assert_close(start, expected)
+
+
+@pytest.mark.parametrize("dtype, nudge", [(torch.float64, 1e-6),
+                                          (torch.float32, 1e3 * torch.finfo(torch.float32).eps)])
+@pytest.mark.parametrize("n", [2, 9])
+def test_off_the_knots_moves_right_by_the_larger_of_1e6_and_1000_eps_of_a_sample(
+        dtype, nudge, n):
+    model = make_warp_model((1, n), n_landmarks=4, transform="tps", dtype=dtype)
+    unit = translation_params(model)
+    start = 0.5 * unit[None]
+    moved = off_the_knots(start, model)
+    samples = float((moved - start)[0].double() @ unit.double() / (unit.double() @ unit.double()))
+    assert samples * (n - 1) / 2 == pytest.approx(nudge, rel=1e-3)
 
 
 def test_shift_start_finds_a_distant_event_that_the_identity_start_misses():
