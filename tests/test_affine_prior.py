@@ -111,3 +111,47 @@ def test_auto_is_reproducible_with_random_state(rotated):
 def test_a_bad_affine_penalty_is_refused_by_name():
     with pytest.raises(ValueError, match="affine_penalty"):
         SpatialTransformerKMeans(2, affine_penalty="strong").fit(np.random.rand(10, 16))
+
+
+class _FixedEvidence:
+    """A geometry whose evidence of every row is given (``log_evidence`` only)."""
+
+    def __init__(self, score):
+        self.score = score
+
+    def log_evidence(self, X, centers):
+        return torch.full((X.shape[0],), self.score, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("per_row, expected", [
+    ({0.05: 1.0, 0.15: 2.0, 0.5: 2.0}, 0.15),  # the first of equal ones
+    ({0.05: float("nan"), 0.15: -3.0, 0.5: -4.0}, 0.15),  # a NaN score never wins
+    ({0.05: float("inf"), 0.15: -3.0, 0.5: -4.0}, 0.15),  # nor an infinite one
+    ({0.05: float("nan"), 0.15: float("inf"), 0.5: float("-inf")}, 0.5),  # none finite: last
+])
+def test_the_choice_takes_the_first_best_finite_evidence_else_the_last_candidate(
+        per_row, expected):
+    X = torch.as_tensor(load_digits().data[:40])
+    pick = select_affine_penalty(X, torch.ones(40, dtype=X.dtype), 2,
+                                 lambda value: _FixedEvidence(per_row[value]),
+                                 torch.Generator().manual_seed(0))
+    assert pick == expected
+
+
+def test_the_choice_is_made_on_a_random_subset_of_selection_rows_of_all(monkeypatch, digits):
+    from skxclust import _affine_prior
+
+    seen = []
+
+    def spy(X, sample_weight, *args, **kwargs):
+        seen.append(X.clone())
+        return 0.5
+
+    monkeypatch.setattr(_affine_prior, "_SELECTION_ROWS", 100)
+    monkeypatch.setattr(_affine_prior, "select_affine_penalty", spy)
+    SpatialTransformerKMeans(10, random_state=0, **FAST).fit(digits)  # 300 rows, 64 features
+    rows = seen[0]
+    assert rows.shape == (100, 64)
+    # distinct rows of the data, not only among its first 100
+    index = [int(np.flatnonzero((digits == r.numpy()).all(1))[0]) for r in rows]
+    assert len(set(index)) == 100 and max(index) >= 100 and index == sorted(index)
