@@ -140,3 +140,19 @@ def test_a_dask_fit_weighs_the_rows_as_the_in_memory_fit(digits):
     ours = SpatialTransformerKMeans(6, noise="contrast", **FAST).fit(X)
     weighted = SpatialTransformerKMeans(6, **FAST).fit(X, sample_weight=c.mean() / c)
     np.testing.assert_allclose(ours.cluster_centers_, weighted.cluster_centers_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "numpy_read_only", "torch", "dask"])
+def test_input_contrast_is_every_rows_contrast_whatever_the_blocks(monkeypatch, digits, kind):
+    # numpy rows go through in blocks of _CHUNK_ROWS (here 7, so 240 rows make 35 blocks,
+    # the last one short), dask by its own blocks
+    from skxclust import _noise
+
+    monkeypatch.setattr(_noise, "_CHUNK_ROWS", 7)
+    X = {"numpy": digits, "numpy_read_only": digits.copy(), "torch": torch.as_tensor(digits),
+         "dask": da.from_array(digits, chunks=50)}[kind]
+    if kind == "numpy_read_only":
+        X.setflags(write=False)
+    got = _noise.input_contrast(X)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, contrast(digits), rtol=1e-12)
