@@ -120,6 +120,7 @@ class _FixedEvidence:
         self.score = score
 
     def log_evidence(self, X, centers):
+        assert centers.shape == (4, X.shape[1])  # 2 K Euclidean centroids (K = 2 below)
         return torch.full((X.shape[0],), self.score, dtype=torch.float64)
 
 
