@@ -224,37 +224,6 @@ def test_every_restart_is_refined_with_its_own_generator_and_the_lowest_refined_
     assert st.n_iter_ == 101
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-def test_the_split_gain_of_a_large_cluster_is_its_subsets_scaled_by_their_weight_share(
-        monkeypatch, weighted):
-    # a cluster of 20 rows on a line, 8 of them drawn for the two-cluster fit: its gain
-    # is the subset's (distortion before minus after) times the cluster's weight over
-    # the subset's
-    from skxclust import _split_merge
-    from skxclust._euclidean import EuclideanGeometry
-    from skxclust._lloyd import best_restart, lloyd
-
-    monkeypatch.setattr(_split_merge, "_SPLIT_ROWS", 8)
-    X = torch.arange(20, dtype=F64)[:, None]
-    weight = torch.linspace(0.5, 5.0, 20, dtype=F64) if weighted else torch.ones(20, dtype=F64)
-    labels = torch.zeros(20, dtype=torch.long)
-    nearest = (X[:, 0] - 9.5) ** 2  # the distances to the cluster's centroid
-
-    def seeds(Xc, k, w, g):
-        return Xc[[0, -1]], None  # the subset's smallest and largest row
-
-    geometry = EuclideanGeometry()
-    gains, halves = _split_merge._split_gains(X, weight, labels, nearest, geometry,
-                                              torch.Generator().manual_seed(3), seeds)
-    pick = torch.randperm(20, generator=torch.Generator().manual_seed(3))[:8].sort().values
-    two = best_restart(lloyd(X[pick], X[pick][[0, -1]][None], geometry, weight[pick],
-                             max_iter=2, tol=0.0))
-    share = float(weight.sum() / weight[pick].sum())
-    before = float((nearest[pick] * weight[pick]).sum())
-    assert float(gains[0]) == pytest.approx(share * (before - two.inertia), rel=1e-12)
-    torch.testing.assert_close(halves[0], two.centers)
-
-
 def test_only_clusters_of_at_least_4_rows_are_split():
     from skxclust._euclidean import EuclideanGeometry
     from skxclust._split_merge import _split_gains

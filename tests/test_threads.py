@@ -166,7 +166,8 @@ def _split_gains_of_digits(monkeypatch, n_threads):
     keep = np.concatenate([np.flatnonzero(y == c)[:150] for c in range(6)])
     X = torch.as_tensor(X[keep] / 16.0)
     labels = torch.as_tensor(y[keep] // 2)  # 3 clusters of 300 rows, two classes each
-    weight = torch.ones(X.shape[0], dtype=X.dtype)
+    # unequal weights: a subset's share of its cluster's weight is not its share of rows
+    weight = torch.linspace(0.5, 2.0, X.shape[0], dtype=X.dtype)
     geometry = SpatialTransformerKMeans(3, n_steps=3, affine_steps=2, n_landmarks=4,
                                         batch_size=16)._make_geometry(64)
     seen, fit = [], _lloyd.lloyd
