@@ -389,10 +389,15 @@ def _generic_cell(value) -> str:
     return "–" if value is None else str(value).replace("|", "/")
 
 
+# Result files written by a script not named ``bench_<stem>.py``.
+SCRIPTS = {"gpu": "gpu_check.py"}
+
+
 def generic_section(name: str, data: dict) -> str:
     """A result file without a section of its own: its ``summary`` (else ``results``)."""
     title = data.get("benchmark", name)
-    intro = f"**{title}** (`bench_{name}.py` → `{name}.json`"
+    script = SCRIPTS.get(name, f"bench_{name}.py")
+    intro = f"**{title}** (`{script}` → `{name}.json`"
     intro += "; quick run)" if is_quick(data) else ")"
     for key in ("summary", "results"):
         rows = data.get(key)

@@ -46,6 +46,12 @@ def test_report_covers_every_committed_result_file():
     assert str(ROOT) not in text
 
 
+@pytest.mark.parametrize("stem, script", [("gpu", "gpu_check.py"), ("other", "bench_other.py")])
+def test_generic_section_names_the_script_that_writes_the_file(stem, script):
+    data = {"benchmark": "b", "summary": [{"a": 1}]}
+    assert f"(`{script}` → `{stem}.json`)" in report_sections.generic_section(stem, data)
+
+
 def test_replace_section_keeps_the_text_around_the_markers():
     text = f"before\n{report.START}\nold\n{report.END}\nafter\n"
     new = report.replace_section(text, "new table\n")
