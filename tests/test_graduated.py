@@ -42,10 +42,11 @@ def test_blur_keeps_the_ink_of_an_interior_dot_and_spreads_it():
     assert torch.equal(blur_images(dot, (7, 7), 0.0), dot)
 
 
-def test_blur_of_a_signal_acts_along_its_axis_only():
+@pytest.mark.parametrize("shape", [(1, 21), (21, 1)])  # a row, and a one-pixel-wide column
+def test_blur_of_a_signal_acts_along_its_axis_only(shape):
     spike = torch.zeros(1, 21, dtype=F64)
     spike[0, 10] = 1.0
-    blurred = blur_images(spike, (1, 21), 2.0)
+    blurred = blur_images(spike, shape, 2.0)
     assert float(blurred.sum()) == pytest.approx(1.0, abs=1e-6)
     assert float(blurred[0, 10]) == pytest.approx(1 / (2 * np.sqrt(2 * np.pi)), rel=0.02)
 
