@@ -107,12 +107,15 @@ def test_coarse_fits_reach_the_energy_of_full_resolution_fits():
 
 
 # -- screening by the ratio of energies -----------------------------------------------------
-def test_screening_keeps_the_centroids_within_the_ratio_and_freezes_the_others():
+# screen_steps=0 (no affine steps): screened on the starting warps, before any step
+@pytest.mark.parametrize("screen_steps, affine_steps", [(0, 0), (2, 2)])
+def test_screening_keeps_the_centroids_within_the_ratio_and_freezes_the_others(
+        screen_steps, affine_steps):
     shape = (12, 12)
     x, mu = strokes(shape, 6, seed=5), strokes(shape, 5, seed=6)
     model = make_warp_model(shape, 9, "tps", F64)
-    kw = dict(penalty=contrast(x), affine_steps=2, screen_steps=2)
-    at_screen, screen_params = fit_warps(x, mu, model, n_steps=2, **kw)
+    kw = dict(penalty=contrast(x), affine_steps=affine_steps, screen_steps=screen_steps)
+    at_screen, screen_params = fit_warps(x, mu, model, n_steps=screen_steps, **kw)
     full, _ = fit_warps(x, mu, model, n_steps=8, **kw)
     screened, params = fit_warps(x, mu, model, n_steps=8, screen_ratio=1.3, **kw)
     lowest = at_screen.min(1, keepdim=True).values
