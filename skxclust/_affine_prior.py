@@ -17,18 +17,6 @@ them (the warps fitted with that penalty, the noise variance its maximum-likelih
 for those fits). The largest wins, and the fit runs with it (``affine_penalty_``). The
 choice on the Euclidean centroids agreed with the choice between fully fitted models on
 digits, MNIST-5k and its affine-deformed version.
-
-The candidates are fitted as one continuation, from the stiffest prior to the softest:
-the largest penalty's warps are fitted afresh (the first pass of a Lloyd run, see
-:meth:`~skxclust._warp_geometry.WarpGeometry.for_rows`), and each smaller penalty's fits
-start from the warps the one before reached (a continued pass: a quarter of the steps,
-at full resolution). A softer prior's optimum lies near the stiffer one's, so the choice
-costs about 40 % of three fresh fits (Trace 0.20 s to 0.10 s, OSULeaf 0.98 s to 0.41 s,
-MNIST 4000 rows 13.3 s to 4.6 s). Against three fresh fits it chose the same candidate on
-every seed of the benchmark's sets (the seven univariate UCR sets, 5 seeds; digits and
-MNIST-5k and its deformed version, 3 seeds) except ACSF1, where 3 of 5 seeds now choose
-0.05 (held-out ACC of those seeds 0.32, 0.35, 0.30 before, 0.33, 0.36, 0.33 now): the
-continued fits reach lower energies at the soft prior than fresh ones did there.
 """
 
 from __future__ import annotations
@@ -70,8 +58,6 @@ def select_affine_penalty(X: torch.Tensor, sample_weight: torch.Tensor, n_cluste
     n_clusters : int
         ``K``: the evidence is taken under ``2 K`` Euclidean k-means centroids.
     make_geometry : callable ``make_geometry(affine_penalty) -> WarpGeometry``
-        Its Lloyd runs (``for_rows``) fit the candidates: the largest afresh, each
-        smaller one continued from the warps of the one before.
     generator : torch.Generator
         Seeds the k-means runs.
     candidates : tuple of float, default=AUTO_AFFINE_PENALTIES
@@ -85,13 +71,8 @@ def select_affine_penalty(X: torch.Tensor, sample_weight: torch.Tensor, n_cluste
     centers, _ = euclidean_kmeans(X, min(2 * n_clusters, X.shape[0]), sample_weight,
                                   generator, n_runs=3)
     weight = sample_weight.to(torch.float64)
-    by_value, warps = {}, None
-    # stiffest first; each softer prior's fits continue from the warps of the one before
-    for value in sorted(set(candidates), reverse=True):
-        run = make_geometry(value).for_rows(X, sample_weight, start=warps)
-        by_value[value] = float(weight @ run.log_evidence(X, centers))
-        warps = run.lloyd_run["warps"]
-    scores = [by_value[value] for value in candidates]
+    scores = [float(weight @ make_geometry(value).log_evidence(X, centers))
+              for value in candidates]
     # rows the centroids fit exactly (constant data) score nothing: the last candidate
     scores = [score if math.isfinite(score) else -math.inf for score in scores]
     if max(scores) == -math.inf:

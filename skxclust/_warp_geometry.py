@@ -297,20 +297,18 @@ class WarpGeometry(Geometry):
             lambda rows: self.pair_warps(X[rows], centers, allowed=self._allowed(rows))[0],
             X, desc="SpatialTransformerKMeans: aligning", n_centers=centers.shape[0]))
 
-    def for_rows(self, X: torch.Tensor, sample_weight: torch.Tensor,
-                 start: torch.Tensor | None = None) -> WarpGeometry:
+    def for_rows(self, X: torch.Tensor, sample_weight: torch.Tensor) -> WarpGeometry:
         """This geometry for the passes of one Lloyd run over the rows X, and no others.
 
         Its first :meth:`assign` fits afresh (at most :data:`FIRST_PASS_CANDIDATES`
-        candidates per row), or continues from ``start``, warps (n, K, n_basis, ndim) of
-        these rows to the run's centroids (e.g. a run's under other penalties); each later
-        one continues every (row, centroid) pair from the warp of the previous pass
-        (:attr:`warm_steps` steps, see :func:`~skxclust.nn.warp_refit.refit_warps`), which
-        costs about a sixth of a fresh pass; it keeps those warps between passes
-        (``lloyd_run["warps"]``). Its :meth:`refine` then assigns afresh. Models shared.
+        candidates per row); each later one continues every (row, centroid) pair from the
+        warp of the previous pass (:attr:`warm_steps` steps, see
+        :func:`~skxclust.nn.warp_refit.refit_warps`), which costs about a sixth of a fresh
+        pass; it keeps those warps, (n, K, n_basis, ndim), between passes. Its
+        :meth:`refine` then assigns afresh. The warp models are shared with this geometry.
         """
         run = copy.copy(self)  # shares the model cache (read-only models)
-        run.lloyd_run = {"warps": start, "as_predicted": start is None}
+        run.lloyd_run = {"warps": None, "as_predicted": True}
         return run
 
     def grouped(self, row_groups: torch.Tensor,
@@ -468,10 +466,11 @@ class WarpGeometry(Geometry):
         shape = centers.shape
         flat = shape[-1]
 
+        def normal_flat(v):
+            return normal(v.reshape(shape)).reshape(-1, flat)
+
         mu = solve_normal_equations(sums.reshape(-1, flat), weight.reshape(-1, flat),
-                                    centers.reshape(-1, flat),
-                                    lambda v: normal(v.reshape(shape)).reshape(-1, flat),
-                                    self.update_steps)
+                                    centers.reshape(-1, flat), normal_flat, self.update_steps)
         return mu.reshape(shape)
 
     def update(self, X, centers, assignment, sample_weight):

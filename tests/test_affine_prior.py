@@ -62,33 +62,6 @@ def test_the_choice_is_the_candidate_of_highest_evidence(rotated):
     assert max(scores.values()) - min(scores.values()) > 1.0
 
 
-def test_the_candidates_are_fitted_stiffest_first_each_continuing_the_one_before(rotated):
-    X = torch.as_tensor(rotated[:120])
-    est = SpatialTransformerKMeans(10, n_steps=6, affine_steps=2)
-    runs = []
-
-    def recording(value):
-        geometry = est._make_geometry(64, value)
-        for_rows = geometry.for_rows
-
-        def spy(X, sample_weight, start=None):
-            run = for_rows(X, sample_weight, start=start)
-            runs.append((value, start, run))
-            return run
-
-        geometry.for_rows = spy
-        return geometry
-
-    select_affine_penalty(X, torch.ones(120, dtype=X.dtype), 10, recording,
-                          torch.Generator().manual_seed(0))
-    assert [value for value, _, _ in runs] == sorted(AUTO_AFFINE_PENALTIES, reverse=True)
-    assert runs[0][1] is None  # the stiffest fitted afresh
-    for (_, _, before), (_, start, _) in zip(runs[:-1], runs[1:]):
-        # every (row, centroid) pair of the next prior starts where the one before ended
-        assert start is before.lloyd_run["warps"] and start.shape[:2] == (120, 20)
-        assert start.abs().amax() > 0  # fitted warps, not the identity
-
-
 @pytest.mark.parametrize("value", [0.05, 0.5, 2.0])
 def test_a_given_affine_penalty_is_used_as_is(digits, value):
     est = SpatialTransformerKMeans(10, random_state=0, affine_penalty=value, **FAST)
@@ -145,10 +118,6 @@ class _FixedEvidence:
 
     def __init__(self, score):
         self.score = score
-        self.lloyd_run = {"warps": None}
-
-    def for_rows(self, X, sample_weight, start=None):
-        return self
 
     def log_evidence(self, X, centers):
         assert centers.shape == (4, X.shape[1])  # 2 K Euclidean centroids (K = 2 below)

@@ -221,9 +221,7 @@ def test_merge_inits_warped_steps_run_on_a_subset_of_init_rows_rows(
     monkeypatch.setattr(_merge_init, "euclidean_kmeans", spy_euclidean)
     monkeypatch.setattr(warp_geometry.WarpGeometry, "for_rows", spy_for_rows)
     X, _ = shapes
-    # a given affine penalty: no choice's runs (for_rows too) before the initialisation
-    SpatialTransformerKMeans(n_clusters, split_merge_moves=0, random_state=0,
-                             affine_penalty=0.5, **FAST).fit(X)
+    SpatialTransformerKMeans(n_clusters, split_merge_moves=0, random_state=0, **FAST).fit(X)
     # the over-segmentation sees every row, the warped steps the subset, Lloyd every row
     assert euclidean == [(X.shape[0], 2 * n_clusters)]
     assert warped[0] == rows_seen and warped[-1] == X.shape[0]
