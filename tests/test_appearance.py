@@ -10,7 +10,12 @@ from test_warp_solver import MODELS, blob, images
 
 from skxclust import SpatialTransformerKMeans
 from skxclust._merge_init import merge_init
-from skxclust.nn.appearance import Appearance, intensity_rows, thickness_channel
+from skxclust.nn.appearance import (
+    Appearance,
+    intensity_rows,
+    thickness_channel,
+    warp_channels,
+)
 from skxclust.nn.pair_batch import Coordinates, PairBatch, pair_images, warp_energy
 from skxclust.nn.warp_evidence import warp_log_volume
 from skxclust.nn.warp_solver import fit_warps
@@ -309,6 +314,45 @@ def test_explanations_compare_rows_with_the_transformed_centroids(fitted_appeara
     residual = ((Xt[:, None] - effective) ** 2).sum(-1)
     assert bool((losses - residual >= -1e-9).all())
     assert bool((residual < ((Xt[:, None] - plain) ** 2).sum(-1) - 1e-6).all())
+
+
+def test_effective_centroids_take_the_coefficients_that_minimise_the_pairs_energy(
+        fitted_appearance):
+    # the warped channels at the coefficients and offset of least penalised energy, the
+    # prior weighted by the row's contrast (the independent least-squares route above)
+    st, X, _ = fitted_appearance
+    Xt, centers = torch.as_tensor(X[:3]), torch.as_tensor(st.cluster_centers_)
+    geometry = st._make_geometry(X.shape[1])
+    model = geometry.model(Xt)
+    _, warps = geometry.pair_warps(Xt, centers)
+    effective = geometry.effective_centroids(Xt, centers, warps)
+    for i, k in np.ndindex(3, centers.shape[0]):
+        contrast = float(((Xt[i] - Xt[i].mean()) ** 2).sum())
+        _, coef = _profiled(st.appearance, st.appearance_penalty, Xt[i], centers[k], model,
+                            warps[i, k].reshape(-1), contrast)
+        channels = _channels(st.appearance, centers[k], model.shape)
+        warped = warp_images(channels, model, warps[i, k][None, None].expand(
+            channels.shape[0], 1, -1, -1))[:, 0]
+        torch.testing.assert_close(effective[i, k], coef[:-1] @ warped + coef[-1])
+
+
+def test_member_rows_scaled_back_with_the_offset_and_thickness_share_are_the_samples(
+        fitted_appearance):
+    # the update sees (x - o - sum_j u_j S b_j(mu)) / g with weight w g^2
+    st, X, _ = fitted_appearance
+    Xt, centers = torch.as_tensor(X), torch.as_tensor(st.cluster_centers_)
+    geometry = st._make_geometry(X.shape[1])
+    assignment = geometry.assign(Xt, centers)
+    weight = torch.linspace(0.5, 2.0, Xt.shape[0], dtype=F64)
+    rows, row_weight = geometry.member_rows(Xt, centers, assignment, weight)
+    fit = assignment.state
+    warped = warp_channels(geometry.appearance, centers[assignment.labels],
+                           geometry.model(Xt), fit.warps[None])[0]  # (n, C, P)
+    shares = (fit.coef[:, 1:, None] * warped[:, 1:]).sum(1)
+    torch.testing.assert_close(fit.coef[:, :1] * rows + fit.offset[:, None] + shares, Xt)
+    torch.testing.assert_close(row_weight, weight * fit.coef[:, 0] ** 2)
+    if st.appearance == "intensity+thickness":  # the share is there to be removed
+        assert float(shares.abs().max()) > 1e-3
 
 
 def test_the_update_is_the_least_squares_centroid_for_the_fitted_gains_and_offsets():

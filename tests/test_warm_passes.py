@@ -163,6 +163,10 @@ def test_a_runs_first_pass_fits_at_most_three_candidates(
     fewer = SpatialTransformerKMeans(4, n_landmarks=9, n_candidates=2, random_state=0)
     fewer._make_geometry(64).for_rows(X, torch.ones(X.shape[0], dtype=F64)).assign(X, C)
     assert seen[8:] == [2] * 2
+    # and one above the cap (4 of 8 centroids): the cap, the fewer of the two
+    more = SpatialTransformerKMeans(4, n_landmarks=9, n_candidates=4, random_state=0)
+    more._make_geometry(64).for_rows(X, torch.ones(X.shape[0], dtype=F64)).assign(X, eight)
+    assert seen[10:] == [FIRST_PASS_CANDIDATES] * 4
     # a dropped pair keeps the energy it had when dropped: an upper bound (to the float32
     # rounding of the solve, whose steps never raise the energy); without the centroid
     # blur, whose stages screen anew (a dropped pair can rejoin from another warp)
