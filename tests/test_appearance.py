@@ -373,6 +373,29 @@ def test_the_update_is_the_least_squares_centroid_for_the_fitted_gains_and_offse
     torch.testing.assert_close(new[0], expected)
 
 
+def test_the_update_steps_reach_the_centroid_of_least_distortion_for_fitted_warps_and_gains():
+    # with update_steps, conjugate gradients on sum_i w_i ||x_i - g_i S_i mu - o_i||^2 for
+    # the fitted warps S_i, gains g_i and offsets o_i: its gradient vanishes there (the
+    # normal operator weighs each row by w_i g_i^2)
+    X, _ = _varied_dataset()
+    params = dict(n_landmarks=9, n_steps=10, appearance="intensity", appearance_penalty=0.3)
+    st = SpatialTransformerKMeans(3, max_iter=5, random_state=0, **params).fit(X)
+    Xt, centers = torch.as_tensor(X), torch.as_tensor(st.cluster_centers_)
+    geometry = SpatialTransformerKMeans(3, update_steps=20, **params)._make_geometry(X.shape[1])
+    fit = geometry.assign(Xt, centers)
+    weight = torch.linspace(0.5, 2.0, Xt.shape[0], dtype=F64)
+    new, _ = geometry.update(Xt, centers, fit, weight)
+    gain, offset = fit.state.coef[:, :1], fit.state.offset[:, None]
+
+    def gradient(mu):
+        mu = mu.clone().requires_grad_()
+        warped = warp_images(mu[fit.labels], geometry.model(Xt), fit.state.warps[:, None])
+        (weight * ((Xt - gain * warped[:, 0] - offset) ** 2).sum(1)).sum().backward()
+        return mu.grad
+
+    assert float(gradient(new).norm()) < 1e-6 * float(gradient(centers).norm())
+
+
 @pytest.mark.parametrize("appearance", ["intensity", "intensity+thickness"])
 def test_merge_init_places_and_merges_by_the_warp_alone(appearance):
     # a curriculum: the over-segments are placed and merged without the appearance

@@ -339,6 +339,16 @@ def test_inputs_are_never_modified(shapes):
     np.testing.assert_array_equal(w, 1.0)
 
 
+def test_warp_centroids_average_pixels_of_any_coverage_and_keep_uncovered_ones():
+    # a pixel's splat weight can be a fraction (a lone member's bilinear shares): the
+    # centroid is sums / weight there too; below 1e-6 of the largest it keeps its value
+    sums = torch.tensor([[0.3, 0.5, 2.0, 5e-9]], dtype=torch.float64)
+    weight = torch.tensor([[0.25, 0.5, 4.0, 1e-9]], dtype=torch.float64)
+    centers = torch.full((1, 4), 9.0, dtype=torch.float64)
+    new = warp_geometry.WarpGeometry.centers_from_sums(sums, weight, centers)
+    torch.testing.assert_close(new, torch.tensor([[1.2, 1.0, 0.5, 9.0]], dtype=torch.float64))
+
+
 def test_pickle_round_trip_keeps_predictions(shapes, fitted):
     X, _ = shapes
     clone = pickle.loads(pickle.dumps(fitted))
