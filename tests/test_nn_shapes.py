@@ -38,7 +38,9 @@ from skxclust.nn.centroid_update import (
 )
 from skxclust.nn.lrp import auto_beta, root_point_relevance
 from skxclust.nn.pair_batch import warp_energy
+from skxclust.nn.pyramid import downsample_images
 from skxclust.nn.warp_evidence import warp_log_volume
+from skxclust.nn.warp_refit import refit_warps
 from skxclust.nn.warps import warp_adjoint, warp_grids, warp_normal
 
 PUBLIC = [
@@ -201,6 +203,17 @@ CASES = [
     ("fit_warps_rejects_a_penalty_per_wrong_row_count",
      lambda: fit_warps(SIGNALS, SIGNALS[:2], MODEL, penalty=torch.ones(2, dtype=F64)),
      "penalty must have shape () or (B,) with B == samples.shape[0] == 5, got (2,)"),
+    ("refit_warps_rejects_centroids_of_wrong_pixel_count",
+     lambda: refit_warps(SIGNALS, SIGNALS[:2, :5], MODEL, torch.zeros(5, 2, 2, 1, dtype=F64),
+                         penalty=1.0),
+     "centroids must have shape (K, P) with P == H * W of model.shape (1, 6) == 6, got (2, 5)"),
+    ("refit_warps_rejects_a_penalty_per_wrong_row_count",
+     lambda: refit_warps(SIGNALS, SIGNALS[:2], MODEL, torch.zeros(5, 2, 2, 1, dtype=F64),
+                         penalty=torch.ones(2, dtype=F64)),
+     "penalty must have shape () or (B,) with B == samples.shape[0] == 5, got (2,)"),
+    ("downsample_images_rejects_images_of_wrong_pixel_count",
+     lambda: downsample_images(torch.zeros(2, 35, dtype=F64), (6, 6), (3, 3)),
+     "images must have shape (N, P) with P == H * W == 36, got (2, 35)"),
     ("warp_energy_rejects_params_per_wrong_cluster_count",
      lambda: warp_energy(SIGNALS, SIGNALS[:2], MODEL, torch.zeros(5, 3, 2, 1, dtype=F64), 1.0),
      "params must have shape (B, K, n_basis, D)"),

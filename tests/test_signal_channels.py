@@ -95,6 +95,12 @@ def test_channel_blur_coarse_level_and_thickness_stay_within_each_channel():
     assert auto_blur_widths((C, 1, 300)) == ()
 
 
+@pytest.mark.parametrize("min_side, expected", [(2, (C, 1, 6)), (6, (C, 1, 6)), (7, None)])
+def test_coarse_shape_of_channels_honours_min_side(min_side, expected):
+    # the time axis of a (C, 1, L) signal is held to the min_side the caller gives
+    assert coarse_shape((C, 1, 12), min_side=min_side) == expected
+
+
 def make_channel_set(n_per_class, seed, max_shift=8):
     """Two classes of 3-channel series (an up-down or a down-up pattern per channel, in
     different channels), every series shifted in time by its own random amount that all

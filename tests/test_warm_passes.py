@@ -90,6 +90,65 @@ def test_refit_refuses_start_warps_of_another_shape(pairs):
         refit_warps(samples, centroids[:2], model, warps, penalty=1e-2)
 
 
+def test_refit_defaults_to_five_steps_from_a_damping_of_1e_2(pairs):
+    # the documented defaults: n_steps=5, damping=1e-2
+    samples, centroids, model, warps = pairs
+    energy, params = refit_warps(samples, centroids, model, warps, penalty=1e-2)
+    again, same = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=5,
+                              damping=1e-2)
+    torch.testing.assert_close(energy, again, rtol=0, atol=0)
+    torch.testing.assert_close(params, same, rtol=0, atol=0)
+
+
+def test_refit_penalises_bending_and_affine_parts_with_their_own_weights(pairs):
+    # bending_weight and affine_weight reach the energy each in its own role
+    samples, centroids, model, warps = pairs
+    energy, params = refit_warps(samples, centroids, model, warps, penalty=1e-1, n_steps=2,
+                                 bending_weight=3.0, affine_weight=0.25)
+    torch.testing.assert_close(energy, warp_energy(samples, centroids, model, params, 1e-1,
+                                                   bending_weight=3.0, affine_weight=0.25))
+
+
+def test_refit_takes_a_step_when_asked_for_a_single_one(pairs):
+    # n_steps=1 runs exactly one step, not none
+    samples, centroids, model, warps = pairs
+    energy, _ = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=1)
+    assert int((energy < 0.99 * start_energy(pairs)).sum()) >= 2
+
+
+def test_refit_caps_the_candidates_below_the_centroid_count_with_fewer_samples(pairs):
+    # n_candidates < K screens even when n_candidates >= the number of samples
+    samples, centroids, model, warps = pairs
+    start = start_energy(pairs)[:2]
+    _, params = refit_warps(samples[:2], centroids, model, warps[:2], penalty=1e-2,
+                            n_steps=3, n_candidates=2)
+    worst = start.argmax(dim=1)
+    kept = torch.arange(2)
+    torch.testing.assert_close(params[kept, worst], warps[kept, worst], rtol=0, atol=0)
+    assert not torch.equal(params, warps[:2])
+
+
+def test_refit_never_fits_a_pair_outside_allowed_when_the_cap_exceeds_them(pairs):
+    # pairs left out by allowed keep an infinite energy and their start, whatever the cap
+    samples, centroids, model, warps = pairs
+    allowed = torch.ones(6, 3, dtype=torch.bool)
+    allowed[:, 1:] = False
+    energy, params = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=2,
+                                 n_candidates=2, allowed=allowed)
+    assert bool(torch.isinf(energy[~allowed]).all()) and bool(energy[allowed].isfinite().all())
+    torch.testing.assert_close(params[~allowed], warps[~allowed], rtol=0, atol=0)
+
+
+def test_refit_accepts_start_warps_that_require_grad(pairs):
+    # the start is taken as data: a tensor that requires grad is detached, not refused
+    samples, centroids, model, warps = pairs
+    energy, params = refit_warps(samples, centroids, model, warps.clone().requires_grad_(),
+                                 penalty=1e-2, n_steps=2)
+    again, same = refit_warps(samples, centroids, model, warps, penalty=1e-2, n_steps=2)
+    assert not params.requires_grad
+    torch.testing.assert_close(params, same, rtol=0, atol=0)
+
+
 # -- within a Lloyd run ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def digits():

@@ -62,6 +62,20 @@ def test_downsampling_keeps_constants_and_the_total_ink(shape):
                                rtol=0.1)
 
 
+@pytest.mark.parametrize("shape", [(29, 29), (1, 41), (21, 1)])
+def test_a_coarse_pixel_samples_the_image_at_its_own_normalised_position(shape):
+    # coarse pixel i sits at -1 + 2 i / (m - 1) in normalised coordinates: a linear ramp
+    # is kept exactly at the interior coarse pixels (whole tents, here 2 pixels apart)
+    coarse = coarse_shape(shape)
+    grid = pixel_grid(shape, 2, F64)
+    ramp = (0.7 * grid[:, 0] - 0.3 * grid[:, 1])[None]
+    out = downsample_images(ramp, shape, coarse).reshape(coarse)
+    expected = (0.7 * pixel_grid(coarse, 2, F64)[:, 0]
+                - 0.3 * pixel_grid(coarse, 2, F64)[:, 1]).reshape(coarse)
+    inner = tuple(slice(None) if side == 1 else slice(1, -1) for side in coarse)
+    torch.testing.assert_close(out[inner], expected[inner], rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("shape, transform", [((28, 28), "tps"), ((24, 22), "affine+tps"),
                                               ((1, 60), "tps"), ((26, 26), "affine")])
 @pytest.mark.parametrize("coarse_steps, screen", [(0, None), (3, None), (3, 1.5),
