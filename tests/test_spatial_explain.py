@@ -160,3 +160,18 @@ def test_explain_refuses_bad_frame_target_and_beta(fitted):
         fitted.explain(X[:5], target=4)
     with pytest.raises(ValueError, match="beta"):
         fitted.explain(X[:5], beta=-1.0)
+
+
+@pytest.mark.parametrize("shift_px", [0.5, 0.95])
+def test_centroid_frame_conserves_the_relevance_of_pixels_sampled_mostly_outside(shift_px):
+    # S^T (R / S 1) sums to R's total wherever S 1 > 0: a shift by a fraction of a pixel
+    # leaves one border column sampling 1 - shift_px of the image (0.05 at 0.95)
+    from skxclust.nn.warps import make_warp_model
+
+    model = make_warp_model((5, 5), 4, "affine", torch.float64)
+    params = torch.zeros(1, model.n_basis, model.ndim, dtype=torch.float64)
+    params[0, 2, 0] = 2 * shift_px / 4  # the constant basis row: a shift along x
+    relevance = torch.rand(1, 25, generator=torch.Generator().manual_seed(0),
+                           dtype=torch.float64)
+    splat = SpatialTransformerKMeans._to_centroid_frame(relevance, model, params)
+    torch.testing.assert_close(splat.sum(), relevance.sum(), rtol=1e-12, atol=0)
