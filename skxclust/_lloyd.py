@@ -20,7 +20,7 @@ import torch
 
 from ._geometry import Assignment, Geometry
 from ._progress import progress
-from ._threads import intra_op_threads, map_jobs, pass_threads
+from ._threads import intra_op_threads, map_jobs, pass_threads, torch_threads
 from ._validation import check_magnitude
 from .nn.sparse import is_sparse
 
@@ -41,12 +41,20 @@ def into_fit_frame(X: torch.Tensor, sample_weight: torch.Tensor, geometry: Geome
     """
     if geometry.translation_invariant and not is_sparse(X):
         if shift is None:
-            shift = (sample_weight @ X) / sample_weight.sum()
+            shift = weighted_mean(X, sample_weight)
         X = X - shift
     else:
         shift = torch.zeros(X.shape[1], dtype=X.dtype, device=X.device)
     check_magnitude(X)
     return X, shift
+
+
+def weighted_mean(X: torch.Tensor, sample_weight: torch.Tensor) -> torch.Tensor:
+    """``sample_weight @ X / sum(sample_weight)``, shape (D,), on one CPU thread: a
+    matrix-vector product split over threads adds in another order (the last bits
+    differ), and a fit must not depend on the thread count."""
+    with torch_threads(1 if X.device.type == "cpu" else None):
+        return (sample_weight @ X) / sample_weight.sum()
 
 
 class FitResult(NamedTuple):

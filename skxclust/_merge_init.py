@@ -24,7 +24,7 @@ import torch
 
 from ._euclidean import EuclideanGeometry
 from ._geometry import Assignment
-from ._lloyd import best_restart, lloyd, scaled_tol
+from ._lloyd import best_restart, lloyd, scaled_tol, weighted_mean
 from ._seeding import kmeans_plusplus_restarts
 
 __all__ = ["euclidean_kmeans", "merge_init", "ward_merge"]
@@ -46,7 +46,7 @@ def euclidean_kmeans(X, n_clusters, sample_weight, generator, n_runs=10, max_ite
     restarts (``generator`` is consumed run after run); cheap next to one warped assignment.
     ``tol`` is relative, as the estimators' (see :func:`skxclust._lloyd.scaled_tol`).
     """
-    mean = (sample_weight @ X) / sample_weight.sum()
+    mean = weighted_mean(X, sample_weight)
     Xc = X - mean
     tol = scaled_tol(tol, X.shape[0], lambda: Xc.var(dim=0, unbiased=False))
     seeds = kmeans_plusplus_restarts(Xc, n_clusters, sample_weight, [generator] * n_runs)
