@@ -140,3 +140,22 @@ def test_disabled_progress_is_a_no_op_and_track_yields_everything():
             bar.advance(2)
             bar.note("ignored")
         assert _progress._SCOPE.get() is None
+
+
+def test_the_inference_bar_counts_exactly_the_rows(monkeypatch):
+    # 650 rows in blocks of 100: six full blocks and a last one of 50
+    from skxclust import _inference
+
+    seen = []
+
+    def spy(items, **kwargs):
+        seen.append(list(kwargs["sizes"]))
+        return track(items, **kwargs)
+
+    monkeypatch.setattr(_inference, "track", spy)
+    X = np.random.default_rng(0).random((650, 4))
+    km = ExplainableKMeans(3, n_init=1, batch_size=100, random_state=0).fit(X)
+    seen.clear()
+    km.transform(X)
+    assert seen and all(sum(sizes) == 650 for sizes in seen)
+    assert seen[0][-1] == 50
