@@ -65,6 +65,17 @@ def test_integer_sample_weights_equal_repeated_rows():
                                atol=1e-10)
 
 
+def test_st_kmeans_integer_sample_weights_equal_repeated_rows_in_partial_fit():
+    # the weights enter both the sums and the normal operator of the least-squares step
+    X = digits(24)
+    w = np.tile([1, 2, 0], 8)
+    params = dict(ST_FAST, random_state=0, init=X[[0, 1, 3]].copy())
+    weighted = SpatialTransformerKMeans(3, **params).partial_fit(X, sample_weight=w)
+    repeated = SpatialTransformerKMeans(3, **params).partial_fit(np.repeat(X, w, axis=0))
+    np.testing.assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_,
+                               rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["explainable", "spatial"])
 def test_partial_fit_makes_every_inference_method_work(name):
     X = digits(90)

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import load_digits, make_blobs
+from sklearn.datasets import make_blobs
 
-from skxclust import ExplainableKMeans, SpatialTransformerKMeans
+from skxclust import ExplainableKMeans
 from skxclust._streaming import running_average
 from skxclust.nn.centroid_update import solve_normal_equations
 
@@ -90,15 +90,3 @@ def test_least_squares_running_average_solves_the_count_weighted_system(per_pixe
     np.testing.assert_allclose(new.numpy(), expected, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(new.numpy()[0, :4], centers[0, :4])
     np.testing.assert_allclose(new_counts.numpy(), total, rtol=1e-14)
-
-
-def test_st_kmeans_integer_sample_weights_equal_repeated_rows_in_partial_fit():
-    # the weights enter both the sums and the normal operator of the least-squares step
-    X = load_digits().data[:24]
-    w = np.tile([1, 2, 0], 8)
-    params = dict(n_steps=3, max_iter=4, n_landmarks=4, update_steps=3, random_state=0,
-                  init=X[[0, 1, 3]].copy())
-    weighted = SpatialTransformerKMeans(3, **params).partial_fit(X, sample_weight=w)
-    repeated = SpatialTransformerKMeans(3, **params).partial_fit(np.repeat(X, w, axis=0))
-    np.testing.assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_,
-                               rtol=1e-6, atol=1e-6)
