@@ -56,7 +56,7 @@ from ._lloyd import (
 )
 from ._plan import FitPlan
 from ._seeding import Seeding, kmeans_plusplus_restarts
-from ._streaming import cluster_counts, mini_batch_step
+from ._streaming import cluster_counts, keep_unweighted, mini_batch_step
 from ._threads import pass_threads
 from ._validation import (
     check_init_array,
@@ -441,11 +441,13 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         geometry = plan.geometry
         if first:  # seed on the chunk, in the frame of its weighted mean
             Xt, shift = into_fit_frame(Xt, sw, geometry)
-            centers = self._seeding(plan, Xt.shape[1], numpy_dtype(X.dtype),
-                                    n_init=1)(Xt, sw, shift)[0]
+            seeding = self._seeding(plan, Xt.shape[1], numpy_dtype(X.dtype), n_init=1)
+            centers = seeding(Xt, sw, shift)[0]
+            original = None if seeding.init_array is None else \
+                torch.as_tensor(seeding.init_array, dtype=Xt.dtype, device=device)
             counts = torch.zeros(self.n_clusters, dtype=torch.float64, device=device)
         else:  # continue from the centroids, in the frame of their mean
-            centers = fitted_tensor(self.cluster_centers_, device, copy=True)
+            centers = original = fitted_tensor(self.cluster_centers_, device, copy=True)
             if centers.shape[1] != Xt.shape[1]:
                 raise ValueError(f"X maps to {Xt.shape[1]} features but the centroids have "
                                  f"{centers.shape[1]}.")
@@ -453,6 +455,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             centers = centers - shift
             counts = fitted_tensor(self._counts, device, copy=True)
         with pass_threads(geometry.pass_work(Xt, centers)):
+            before = counts
             centers, counts = mini_batch_step(geometry.for_rows(Xt, sw), Xt, centers,
                                               counts, sw)
             # the chunk's labels after the step: an assignment outside any run, as
@@ -461,7 +464,10 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             stats = plan.statistics.sums(Xt, after.labels, centers, geometry,
                                          distances=after.pairwise)
         inertia = float(after.distances.to(torch.float64) @ sw.to(torch.float64))
-        result = FitResult((centers + shift).cpu().numpy(), after.labels.cpu().numpy(),
+        fitted = centers + shift
+        if original is not None:  # what the chunk gave no weight keeps its value exactly
+            fitted = keep_unweighted(fitted, original, before, counts)
+        result = FitResult(fitted.cpu().numpy(), after.labels.cpu().numpy(),
                            inertia, None, stats, shift.cpu().numpy())
         return result, counts.cpu().numpy()
 

@@ -15,7 +15,9 @@ squared distance to the old centroid. For ST K-means the statistics are per pixe
 own count, and the same minimisation (the chunk's warped least-squares problem plus the
 count-weighted old centroid) is solved by the geometry's conjugate gradients started from
 the running adjoint-weighted average above (the average alone stays blurred). Centroids
-(or pixels) that receive no weight keep their value.
+(or pixels) that receive no weight keep their value, bit for bit (:func:`keep_unweighted`
+puts back the fitted value that the step in the frame of the centroids' mean would move in
+its last bits).
 
 The functions here take tensors and a geometry and return tensors; the estimator's
 ``partial_fit`` validates the chunk, seeds the centroids on the first chunk with its own
@@ -29,7 +31,7 @@ import torch
 
 from ._geometry import Geometry
 
-__all__ = ["cluster_counts", "mini_batch_step", "running_average"]
+__all__ = ["cluster_counts", "keep_unweighted", "mini_batch_step", "running_average"]
 
 
 def cluster_counts(labels: np.ndarray, sample_weight: np.ndarray,
@@ -89,3 +91,17 @@ def mini_batch_step(geometry: Geometry, X: torch.Tensor, centers: torch.Tensor,
     sums, weight = geometry.partial_sums(X, centers, assignment, sample_weight)
     normal = geometry.normal_operator(assignment.labels, assignment.state, sample_weight)
     return running_average(geometry, centers, counts, sums, weight, normal)
+
+
+def keep_unweighted(new: torch.Tensor, old: torch.Tensor, counts: torch.Tensor,
+                    new_counts: torch.Tensor) -> torch.Tensor:
+    """The centroids ``new`` (K, D) of a step, with the value ``old`` (K, D) wherever the
+    step added no weight (``new_counts`` equal to ``counts``, per centroid (K,) or per
+    pixel (K, D)): computed in a shifted frame, their value would come back moved in the
+    last bits."""
+    if counts.dim() < new_counts.dim():
+        counts = counts[:, None]
+    unweighted = new_counts == counts
+    if unweighted.dim() == 1:
+        unweighted = unweighted[:, None]
+    return torch.where(unweighted, old, new)

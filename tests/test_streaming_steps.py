@@ -6,7 +6,7 @@ import torch
 from sklearn.datasets import make_blobs
 
 from skxclust import ExplainableKMeans
-from skxclust._streaming import running_average
+from skxclust._streaming import keep_unweighted, running_average
 from skxclust.nn.centroid_update import solve_normal_equations
 
 # tiny problems run faster on one thread (see conftest.one_torch_thread)
@@ -45,9 +45,11 @@ def test_partial_fit_after_fit_continues_from_the_fitted_cluster_weights(weighte
         rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("n_chunks", [1, 2])
+@pytest.mark.parametrize("n_chunks", [1, 2, 3])
 def test_centroid_without_members_keeps_its_value_in_partial_fit(n_chunks):
-    # a centroid no row of any chunk is assigned to (zero count, zero weight) stays put
+    # a centroid no row of any chunk is assigned to (zero count, zero weight) stays put,
+    # bit for bit: each chunk steps in the frame of its own mean (3 chunks of 20 rows
+    # moved it in the last bits before the step put the fitted value back)
     X = blobs(60, 2)
     init = np.vstack([X[:2], X.mean(0) + 100.0])
     est = ExplainableKMeans(3, init=init)
@@ -90,3 +92,20 @@ def test_least_squares_running_average_solves_the_count_weighted_system(per_pixe
     np.testing.assert_allclose(new.numpy(), expected, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(new.numpy()[0, :4], centers[0, :4])
     np.testing.assert_allclose(new_counts.numpy(), total, rtol=1e-14)
+
+
+@pytest.mark.parametrize("per_pixel", [False, True])
+def test_step_puts_back_the_old_value_where_it_added_no_weight(per_pixel):
+    old, new = torch.zeros(3, 4), torch.ones(3, 4)
+    counts = torch.tensor([1.0, 0.0, 2.0])
+    if per_pixel:  # counts per pixel: only the pixels whose count moved take the new value
+        counts = counts[:, None].repeat(1, 4)
+        new_counts = counts.clone()
+        new_counts[0, 1] += 0.5
+        expected = torch.zeros(3, 4)
+        expected[0, 1] = 1.0
+    else:  # counts per centroid (K,) against per-pixel counts after a ST step
+        new_counts = torch.tensor([1.0, 0.5, 2.0])[:, None].expand(3, 4)
+        expected = torch.zeros(3, 4)
+        expected[1] = 1.0
+    assert torch.equal(keep_unweighted(new, old, counts, new_counts), expected)
