@@ -314,9 +314,16 @@ def check_reference(reference, n_features: int) -> np.ndarray | None:
     if reference is None:
         return None
     arr = np.asarray(host_values(reference))
-    if arr.shape != (n_features,) or arr.dtype.kind not in "biuf" or not np.isfinite(arr).all():
+    problem = None
+    if arr.shape != (n_features,):
+        problem = f"an array of shape {arr.shape}"
+    elif arr.dtype.kind not in "biuf":
+        problem = f"an array of dtype {arr.dtype}"
+    elif not np.isfinite(arr).all():
+        problem = "NaN or infinity"
+    if problem is not None:
         raise ValueError(f"reference must be None or {n_features} finite values (one per "
-                         f"feature), got an array of shape {arr.shape}: {reference!r:.60}.")
+                         f"feature), got {problem}.")
     return arr.astype(np.float64)
 
 

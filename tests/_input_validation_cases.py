@@ -235,6 +235,39 @@ EXPLAIN_CASES = [
     Case("target-bool", "``target`` of booleans", ("explain",), TypeError,
          r"target must contain integers, got dtype bool", kwargs=_targets(np.ones(8, bool)),
          names=("target",)),
+    Case("target-bool-scalar", "``target`` is ``True`` or ``False`` (not a cluster index)",
+         ("explain",), ValueError,
+         r"target must be None, an int or one int per row; got shape \(\)",
+         kwargs=_targets(True), names=("target",)),
+    Case("explain-reference-nan", "``reference`` contains NaN or infinity", ("explain",),
+         ValueError, r"reference must be None or 16 finite values \(one per feature\), got "
+         r"NaN or infinity", kwargs=lambda: {"reference": np.r_[np.nan, X[0, 1:]]},
+         names=("reference",)),
+    Case("explain-reference-wrong-length", "``reference`` with another number of values "
+         "than features", ("explain",), ValueError,
+         r"reference must be None or 16 finite values \(one per feature\), got an array "
+         r"of shape \(15,\)", kwargs=lambda: {"reference": X[0, 1:].copy()},
+         names=("reference",)),
+    Case("explain-reference-strings", "``reference`` holds strings", ("explain",), ValueError,
+         r"reference must be None or 16 finite values \(one per feature\), got an array of "
+         r"dtype <U1", kwargs=lambda: {
+             "reference": np.full(16, "a")}, names=("reference",)),
+    Case("explain-reference-other-name", "``reference`` a string other than \"mean\"",
+         ("explain",), ValueError, r'reference must be "mean", None or one value per '
+         r"feature, got 'median'", kwargs=lambda: {"reference": "median"},
+         names=("reference", "'median'")),
+    *[Case(f"explain-top_k-{label}", what, ("explain",), exc, match,
+           kwargs=(lambda k=k: {"top_k": k}), estimators=("explainable",),
+           names=("top_k", repr(k)))
+      for label, k, what, exc, match in [
+          ("zero", 0, "``top_k`` < 1", ValueError,
+           r"top_k=0 is out of range: it must be in \[1, n_features=16\]"),
+          ("too-large", 17, "``top_k`` > n_features", ValueError,
+           r"top_k=17 is out of range: it must be in \[1, n_features=16\]"),
+          ("bool", True, "``top_k`` a bool", TypeError, r"top_k must be None or an int, got True"),
+          ("float", 2.5, "``top_k`` not an int", TypeError,
+           r"top_k must be None or an int, got 2\.5"),
+      ]],
     Case("explain-beta-negative", "``beta`` < 0", ("explain",), ValueError,
          r"beta must be >= 0", kwargs=lambda: {"beta": -1.0}, names=("beta", "-1.0")),
     Case("explain-beta-nan", "``beta`` NaN", ("explain",), ValueError,

@@ -1,6 +1,8 @@
 """Bad input to ExplainableKMeans is refused clearly and nothing is changed."""
 
 import copy
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -172,6 +174,26 @@ def test_readonly_and_memmap_inputs_are_accepted(tmp_path):
     np.testing.assert_array_equal(a.explain(mm), a.explain(ro))
 
 
+@pytest.mark.parametrize("kind, shared", [
+    ("writable", True), ("read-only", False), ("big-endian", False), ("strided", False)])
+def test_host_tensor_shares_what_torch_can_share_and_copies_the_rest(kind, shared):
+    # no "array is not writable" warning, no byte-order error, no copy where none is needed
+    from skxclust._validation import host_tensor
+
+    arr = np.arange(12.0).reshape(3, 4)
+    if kind == "read-only":
+        arr.setflags(write=False)
+    elif kind == "big-endian":
+        arr = arr.astype(">f8")
+    elif kind == "strided":
+        arr = arr[:, ::2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = host_tensor(arr)
+    np.testing.assert_array_equal(tensor.numpy(), arr)
+    assert (tensor.data_ptr() == arr.ctypes.data) is shared
+
+
 def test_pandas_feature_names_are_recorded_and_checked():
     pd = pytest.importorskip("pandas")
     df = pd.DataFrame(X, columns=list("abcd"))
@@ -192,6 +214,34 @@ def test_values_whose_squares_overflow_are_refused_not_turned_into_nan(fitted):
     np.testing.assert_array_equal(km.labels_, unscaled.labels_)
     f = km.decision_function(X * 1e150).max(1)  # measured relative error: 1.4e-15
     np.testing.assert_allclose(km.explain(X * 1e150).sum(1), f, rtol=1e-12, atol=0)
+
+
+# the largest |x - mean| accepted in 2 features: squared distances, at most
+# 2 * (2 * peak)^2, stay below a sixteenth of the float64 range
+PEAK_2D = np.sqrt(np.finfo(np.float64).max / 16 / (4 * 2))
+
+
+@pytest.mark.parametrize("factor, refused", [(0.99, False), (1.01, True)])
+def test_magnitude_bound_keeps_squared_distances_below_a_sixteenth_of_the_range(factor,
+                                                                               refused):
+    corners = np.array([[-1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [1.0, -1.0]])  # mean 0
+    if refused:
+        with pytest.raises(ValueError, match="too large"):
+            ExplainableKMeans(n_clusters=2).fit(corners * factor * PEAK_2D)
+    else:
+        km = ExplainableKMeans(n_clusters=2, random_state=0).fit(corners * factor * PEAK_2D)
+        assert np.isfinite(km.inertia_) and np.isfinite(km.transform(corners)).all()
+
+
+def test_magnitude_bound_with_a_shift_bounds_each_value_by_the_farthest_shift():
+    # |x_j - s_j| <= max(max x - min s, max s - min x): values at -c and +c with a shift
+    # at +c and -c are 2c apart (comparing min with min and max with max would say 0)
+    from skxclust._validation import check_magnitude
+
+    c = 0.6 * PEAK_2D
+    X, shift = torch.tensor([[-c, c]]), torch.tensor([c, -c])
+    with pytest.raises(ValueError, match=re.escape(f"after centring <= {2 * c:.3g}")):
+        check_magnitude(X, shift=shift)
 
 
 def test_constant_data_warns_like_kmeans_and_stays_finite():

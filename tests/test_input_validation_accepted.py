@@ -184,3 +184,66 @@ def test_parameter_beta_inf_is_accepted_as_documented(estimator):
     assert est.beta_ == np.inf
     f = est.decision_function(X).max(1)
     np.testing.assert_allclose(est.explain(X).sum(1), f, rtol=1e-6, atol=1e-9 * np.abs(f).max())
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+def test_as_many_samples_as_clusters_is_accepted(estimator):
+    # scikit-learn's KMeans takes n_samples == n_clusters: every row its own cluster
+    est = ESTIMATORS[estimator]().fit(X[:2])
+    assert sorted(est.labels_.tolist()) == [0, 1]
+    assert est.inertia_ == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+@pytest.mark.parametrize("weights, as_floats", [
+    (np.r_[True, False, True, True, True, False, True, True],
+     np.r_[1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0]),
+    (2.0, np.full(8, 2.0)),
+], ids=["booleans", "scalar"])
+def test_boolean_and_scalar_sample_weights_act_as_their_float_arrays(estimator, weights,
+                                                                     as_floats):
+    est = ESTIMATORS[estimator]().fit(X, sample_weight=weights)
+    ref = ESTIMATORS[estimator]().fit(X, sample_weight=as_floats)
+    np.testing.assert_array_equal(est.cluster_centers_, ref.cluster_centers_)
+    assert est.inertia_ == ref.inertia_
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+def test_explain_beta_zero_is_accepted(estimator):
+    # beta=0 spreads the relevance evenly over the competitors (the documented lower end;
+    # three clusters: two competitors to spread over)
+    est = ESTIMATORS[estimator](n_clusters=3).fit(X)
+    relevance = est.explain(X, beta=0.0)
+    assert relevance.shape == X.shape and np.isfinite(relevance).all()
+    assert not np.allclose(relevance, est.explain(X, beta=np.inf))
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+@pytest.mark.parametrize("kind", ["read-only", "big-endian"])
+def test_read_only_and_big_endian_arrays_give_the_float64_result_without_a_warning(
+        estimator, kind):
+    data = _readonly() if kind == "read-only" else X.astype(">f8")
+    est = fitted(estimator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        refit = ESTIMATORS[estimator]().fit(data)
+        labels = copy.deepcopy(est).predict(data)
+    np.testing.assert_array_equal(refit.cluster_centers_, est.cluster_centers_)
+    np.testing.assert_array_equal(labels, est.labels_)
+
+
+def test_explain_top_k_may_keep_every_feature():
+    # top_k = n_features is the upper end: every feature, most relevant first
+    est = fitted("explainable")
+    features, values = copy.deepcopy(est).explain(X, top_k=X.shape[1])
+    relevance = copy.deepcopy(est).explain(X)
+    np.testing.assert_array_equal(np.sort(features, axis=1), np.tile(np.arange(16), (8, 1)))
+    np.testing.assert_allclose(np.take_along_axis(relevance, features, axis=1), values)
+
+
+@pytest.mark.parametrize("estimator", BOTH)
+def test_integer_init_array_gives_the_float_init_result(estimator):
+    init = np.array([[0] * 16, [1] * 16])
+    est = ESTIMATORS[estimator](init=init, n_init=1).fit(X)
+    ref = ESTIMATORS[estimator](init=init.astype(float), n_init=1).fit(X)
+    np.testing.assert_array_equal(est.cluster_centers_, ref.cluster_centers_)
