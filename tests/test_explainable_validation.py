@@ -91,6 +91,20 @@ def test_fewer_samples_than_clusters_is_refused():
         ExplainableKMeans(n_clusters=3).fit(X[:2])
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sample_weights_summing_exactly_to_either_bound_are_accepted(dtype):
+    # the documented range [sqrt(tiny), sqrt(max)] is closed (both ends are powers of 2 or
+    # exactly representable in float64)
+    from skxclust._validation import check_sample_weight
+
+    finfo = np.finfo(dtype)
+    for total in (float(np.sqrt(finfo.tiny)), float(np.sqrt(finfo.max))):
+        weights = check_sample_weight(np.array([total]), 1, dtype)
+        assert weights.dtype == dtype and weights[0] > 0
+        with pytest.raises(ValueError, match="sample_weight sums to"):
+            check_sample_weight(np.array([total * (0.5 if total < 1 else 2.0)]), 1, dtype)
+
+
 def test_init_array_of_wrong_shape_is_refused():
     with pytest.raises(ValueError, match="init array"):
         ExplainableKMeans(n_clusters=3, init=X[:2]).fit(X)
