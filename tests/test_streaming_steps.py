@@ -1,5 +1,7 @@
 """partial_fit steps checked against their closed form: counts, weights, learning rate."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -109,3 +111,13 @@ def test_step_puts_back_the_old_value_where_it_added_no_weight(per_pixel):
         expected = torch.zeros(3, 4)
         expected[1] = 1.0
     assert torch.equal(keep_unweighted(new, old, counts, new_counts), expected)
+
+
+def test_partial_fit_inertia_weighs_the_chunk_rows():
+    # inertia_ of a step is the weighted distortion of its chunk after the step
+    X = blobs(40, 3)
+    est = ExplainableKMeans(3, random_state=0).fit(X)
+    weights = np.r_[np.full(10, 3.0), np.ones(10)]
+    stepped = copy.deepcopy(est).partial_fit(X[:20], sample_weight=weights)
+    distances = stepped.transform(X[:20]).min(1) ** 2
+    assert stepped.inertia_ == pytest.approx(weights @ distances, rel=1e-12)
