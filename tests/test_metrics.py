@@ -85,11 +85,21 @@ def test_contingency_matrix_counts_class_cluster_pairs():
         ([[0, 1]], [[0, 1]], "1-D"),
         ([0, 1], [[0], [1]], "y_pred must be a 1-D"),
         ([0.0, np.nan], [0, 1], "NaN"),
+        (3, [0], "y_true must be a 1-D array of labels, got an array of shape \\(\\)"),
     ],
 )
 def test_bad_label_vectors_raise_value_error_naming_the_problem(y_true, y_pred, match):
     with pytest.raises(ValueError, match=match):
         clustering_accuracy(y_true, y_pred)
+
+
+@pytest.mark.parametrize("y_true", [
+    np.array([True, True, False, False]),
+    np.array(["cat", "cat", "dog", "dog"], dtype=object),  # e.g. a pandas column
+], ids=["booleans", "object-strings"])
+def test_boolean_and_object_labels_are_labels(y_true):
+    assert clustering_accuracy(y_true, [1, 1, 0, 0]) == 1.0
+    assert clustering_accuracy([0, 0, 1, 1], y_true) == 1.0
 
 
 def test_non_label_dtype_raises_type_error():
