@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from skxclust import ExplainableKMeans
-from skxclust._threads import SERIAL_BELOW, Work, intra_op_threads, map_jobs, torch_threads
+from skxclust._threads import (
+    SERIAL_BELOW,
+    Work,
+    block_rows,
+    intra_op_threads,
+    map_jobs,
+    torch_threads,
+)
 
 
 @pytest.fixture
@@ -58,6 +65,42 @@ def test_map_jobs_runs_single_threaded_jobs_on_as_many_threads_as_torch_has(two_
     _, names, _, _ = _jobs_seen(max_workers=1)
     assert names == {threading.current_thread().name}
     assert torch.get_num_threads() == 2
+
+
+def test_map_jobs_on_a_gpu_runs_the_jobs_one_after_the_other_in_the_calling_thread(
+        two_threads):
+    # (the jobs compute nothing on the device: no GPU is needed to check the schedule)
+    names = []
+    out = map_jobs(lambda i: names.append(threading.current_thread().name) or i * i,
+                   [0, 1, 2], torch.device("cuda"))
+    assert out == [0, 1, 4] and set(names) == {threading.current_thread().name}
+
+
+def test_max_workers_caps_the_workers_but_never_adds_any():
+    with torch_threads(1):  # one torch thread: one worker, whatever max_workers says
+        _, names, _, _ = _jobs_seen(max_workers=3)
+    assert names == {threading.current_thread().name}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_map_jobs_collects_the_results_through_track(threads):
+    # track (e.g. a progress bar) sees every job, serial or on a pool
+    tracked = []
+
+    def track(items):
+        items = list(items)
+        tracked.append(len(items))
+        return items
+
+    with torch_threads(threads):
+        assert map_jobs(lambda i: i + 1, [0, 1, 2], CPU, track=track) == [1, 2, 3]
+    assert tracked == [3]
+
+
+@pytest.mark.parametrize("values, n_features, limit, rows", [
+    (10, 100, 50, 1), (10**6, 10, 50, 50), (1000, 10, 500, 100), (1000, 0, 500, 500)])
+def test_block_rows_is_at_least_one_and_at_most_the_limit(values, n_features, limit, rows):
+    assert block_rows(values, n_features, limit) == rows
 
 
 def test_torch_threads_sets_then_restores(two_threads):
