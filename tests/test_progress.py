@@ -159,3 +159,65 @@ def test_the_inference_bar_counts_exactly_the_rows(monkeypatch):
     km.transform(X)
     assert seen and all(sum(sizes) == 650 for sizes in seen)
     assert seen[0][-1] == 50
+
+
+def test_a_bar_never_moves_back_nor_past_its_total():
+    with config_context(progress=True), progress(4, desc="x") as bar:
+        bar.advance(2)
+        bar.advance(-1)  # not back
+        bar.advance(1)
+        assert bar._bar.n == 3
+        bar.advance(10)
+        assert bar._bar.n == 4
+
+
+def test_work_repeated_within_one_step_never_moves_the_bar_back():
+    seen = []
+    with config_context(progress=True), progress(1, desc="outer") as outer:
+        with outer.step():
+            for _ in range(2):  # a second pass over the same share (e.g. a refit)
+                for _ in track(range(4), desc="inner"):
+                    seen.append(outer._bar.n)
+    assert seen == sorted(seen) and seen[-1] == 1.0
+
+
+def test_three_levels_nest_in_fractions_of_their_step():
+    seen = []
+    with config_context(progress=True), progress(1, desc="outer") as outer:
+        with outer.step():
+            for _ in track(range(2), desc="middle"):
+                for _ in track(range(4), desc="inner"):
+                    seen.append(outer._bar.n)
+    assert seen == [0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875]
+
+
+def test_notes_of_nested_work_stay_off_the_enclosing_bar():
+    with config_context(progress=True), progress(2, desc="outer") as outer:
+        outer.note("outer note")
+        with outer.step(), progress(3, desc="inner") as inner:
+            inner.note("inner note")
+        assert outer._bar.postfix == "outer note"
+
+
+def test_a_closed_bar_no_longer_takes_nested_work():
+    # a loop that died in an exception leaves its step open until its generator is
+    # collected; once its bar is closed, new work draws its own bar
+    with config_context(progress=True):
+        loop = track(range(3), desc="dead")
+        next(loop)
+        dead = _progress._SCOPE.get()[0]
+        dead.close()
+        with progress(2, desc="fresh") as bar:
+            assert bar._bar is not None and bar._bar is not dead
+        loop.close()
+
+
+@pytest.mark.parametrize("n_items, drawn", [(1, False), (2, True)])
+def test_a_bar_is_drawn_from_two_items_on_and_never_for_no_work(capsys, n_items, drawn):
+    with config_context(progress=True):
+        for _ in track(range(n_items), desc="items"):
+            pass
+        with progress(0, desc="nothing") as bar:
+            assert bar._bar is None
+    err = capsys.readouterr().err
+    assert ("items" in err) is drawn and "nothing" not in err
