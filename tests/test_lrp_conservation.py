@@ -100,6 +100,13 @@ def test_max_pool_gives_a_window_relevance_to_its_winner(layer):
     torch.testing.assert_close(lrp_backward([layer], a, relevance), routed, rtol=1e-14, atol=0)
 
 
+def test_average_pool_routes_a_window_that_cancels_to_rounding_evenly():
+    a = torch.tensor([[[0.1, 0.2, -0.3]]], dtype=F64)  # the mean is 1.9e-17, not 0
+    assert nn.AvgPool1d(3)(a).item() != 0
+    R = lrp_backward([nn.AvgPool1d(3)], a, torch.ones(1, 1, dtype=F64))
+    torch.testing.assert_close(R, torch.full_like(a, 1 / 3), rtol=1e-15, atol=0)
+
+
 # ---------------------------------------------------------------- zero to rounding
 def _zero_sum_net(kind):
     """An exact identity layer, then a layer of zero-sum filters: over a flat input its
@@ -251,3 +258,37 @@ def test_lrp_trace_accounts_for_every_share_of_relevance(rule, bias):
         exact = GammaRule(rule.gamma, epsilon=0.0) if isinstance(rule, GammaRule) else rule
         by_rule = lrp_trace(list(net), x, relevance, rule=exact, epsilon=0.0).absorbed_by_rule
         assert float(by_rule.abs().max()) <= 1e-12 * float(relevance.abs().sum(1).min())
+
+
+class Stack(nn.Sequential):
+    """A user's subclass of nn.Sequential."""
+
+
+def test_subclasses_of_sequential_are_flattened_like_sequential():
+    inner = Stack(nn.ReLU(), nn.Linear(3, 2))
+    net = Stack(nn.Linear(4, 3), inner)
+    assert supported_layers(net) == [net[0], inner[0], inner[1]]
+
+
+def _cancelling_pair(kind):
+    """A layer and an input of sizes 1 and 0.8 whose one output cancels to 1 - 0.8 = 0.2
+    (halved by the pool)."""
+    if kind == "AvgPool1d":
+        return nn.AvgPool1d(2), torch.tensor([[[1.0, -0.8]]], dtype=F64)
+    layer = nn.Linear(2, 1, bias=False).double()
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[1.0, -1.0]], dtype=F64))
+    return layer, torch.tensor([[1.0, 0.8]], dtype=F64)
+
+
+@pytest.mark.parametrize("kind", ["Linear", "AvgPool1d"])
+@pytest.mark.parametrize("zero_tol, is_zero", [(0.5, True), (0.01, False)])
+def test_the_given_zero_tol_decides_which_outputs_count_as_zero(kind, zero_tol, is_zero):
+    # 0.2 is zero within 0.5 of 1.8, not within 0.01: a zero Linear output passes nothing
+    # on, a zero pool routes evenly; otherwise both give x_i / 0.2
+    layer, x = _cancelling_pair(kind)
+    trace = lrp_trace([layer], x, torch.ones(1, 1, dtype=F64), epsilon=0.0, zero_tol=zero_tol)
+    pool = kind == "AvgPool1d"
+    expected = ([0.5, 0.5] if pool else [0.0, 0.0]) if is_zero else [5.0, -4.0]
+    torch.testing.assert_close(trace.relevance, torch.tensor(expected, dtype=F64).view_as(x))
+    assert trace.absorbed_at_zero.tolist() == [[1.0 if is_zero and not pool else 0.0]]

@@ -1,6 +1,7 @@
 """LRP rules as objects (skxclust.nn.rules): the built-in ones, GammaRule, a user's own."""
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from torch import nn
 from skxclust import ExplainableKMeans
 from skxclust.nn import EpsilonRule, GammaRule, ZPlusRule, lrp_backward
 from skxclust.nn.propagation import supported_layers
-from skxclust.nn.rules import gradient_rule, resolve_rule
+from skxclust.nn.rules import gradient_rule, resolve_rule, zero_outputs
 
 X_DIGITS = load_digits().data[:200]
 
@@ -82,7 +83,9 @@ def test_resolve_rule_maps_names_and_passes_objects_through():
     assert resolve_rule(rule) is rule
 
 
-@pytest.mark.parametrize("rule", ["alpha-beta", "Epsilon", None, 3, object()])
+# the last: a propagate that is not a method
+@pytest.mark.parametrize("rule", ["alpha-beta", "Epsilon", None, 3, object(),
+                                  SimpleNamespace(propagate=1.0)])
 def test_invalid_rule_is_refused_naming_the_parameter_and_value(rule):
     with pytest.raises(ValueError, match=r"rule must be 'epsilon' or 'zplus', or a rule "
                                          r"object") as info:
@@ -240,3 +243,71 @@ def test_gamma_rule_through_explain_conserves_all_but_the_zero_features_share(de
 def test_explain_refuses_an_invalid_rule_naming_it(deep_model):
     with pytest.raises(ValueError, match=r"rule must be .*got 'gamma'"):
         deep_model.explain(X_DIGITS[:5], rule="gamma")
+
+
+def one_output_layer(weight, bias=None):
+    layer = nn.Linear(len(weight), 1, bias=bias is not None).double()
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([weight], dtype=torch.float64))
+        if bias is not None:
+            layer.bias.fill_(bias)
+    return layer
+
+
+# (weight, bias, input, zero?): |z| <= sqrt(eps) (~1.5e-8) * (sum |w a| + |b|) in float64
+ZERO_CASES = {
+    "bias_counts_within_tolerance": ([1.0], -1.0, [1 + 2e-8], True),
+    "beyond_tolerance": ([1.0], -1.0, [1 + 4e-8], False),
+    "negative_input_counts_by_its_size": ([1.0, 1.0], None, [-1.0, 1 + 2e-8], True),
+    "exactly_zero_from_a_zero_input": ([1.0, -2.0], None, [0.0, 0.0], True),
+}
+
+
+@pytest.mark.parametrize("case", list(ZERO_CASES))
+def test_an_output_is_zero_within_sqrt_eps_of_the_sizes_of_its_terms(case):
+    weight, bias, a, expected = ZERO_CASES[case]
+    layer = one_output_layer(weight, bias)
+    a = torch.tensor([a], dtype=torch.float64)
+    z = layer(a).detach()
+    assert zero_outputs(layer, a, z).tolist() == [[expected]]
+
+
+def test_a_layer_without_a_weight_has_only_exact_zeros():
+    z = torch.tensor([[0.0, 1e-310, -1e-310]], dtype=torch.float64)
+    assert zero_outputs(nn.Identity(), z, z).tolist() == [[True, False, False]]
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_epsilon_rule_absorbs_the_stabilisers_share_for_either_sign_of_the_output(sign):
+    # z = 3 sign, epsilon = 1.5: the inputs keep z / (z + 1.5 sign) = 2/3 of R, as w a / z
+    layer = one_output_layer([1.0, 2.0])
+    a = torch.full((1, 2), sign, dtype=torch.float64)
+    R = EpsilonRule(1.5).propagate(layer, a, torch.ones(1, 1, dtype=torch.float64))
+    torch.testing.assert_close(R, torch.tensor([[2.0, 4.0]], dtype=torch.float64) / 9)
+
+
+def test_z_plus_rule_drops_the_bias_and_the_negative_weights_but_keeps_its_stabiliser():
+    # z+ = 1 + 2 (the -5 and the bias 4 dropped), epsilon = 1.5: R_in = a w+ / 4.5
+    layer = one_output_layer([1.0, 2.0, -5.0], bias=4.0)
+    a = torch.ones(1, 3, dtype=torch.float64)
+    R = ZPlusRule(1.5).propagate(layer, a, torch.ones(1, 1, dtype=torch.float64))
+    torch.testing.assert_close(R, torch.tensor([[2.0, 4.0, 0.0]], dtype=torch.float64) / 9)
+
+
+def test_gamma_rule_favours_a_positive_bias_as_it_favours_positive_weights():
+    # gamma = 1: w = [2, -1], b = 2; z = 4 - 1 + 2 = 5 and R_in = a w / z
+    layer = one_output_layer([1.0, -1.0], bias=1.0)
+    a = torch.tensor([[2.0, 1.0]], dtype=torch.float64)
+    R = GammaRule(1.0, epsilon=0.0).propagate(layer, a, torch.ones(1, 1, dtype=torch.float64))
+    torch.testing.assert_close(R, torch.tensor([[0.8, -0.2]], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("make, expected", [
+    (EpsilonRule, "EpsilonRule(epsilon=1e-09)"),
+    (ZPlusRule, "ZPlusRule(epsilon=1e-09)"),
+    (GammaRule, "GammaRule(gamma=0.25, epsilon=1e-09)"),
+    (lambda: resolve_rule("epsilon"), "EpsilonRule(epsilon=1e-09)"),
+    (lambda: resolve_rule("zplus"), "ZPlusRule(epsilon=1e-09)"),
+], ids=["EpsilonRule", "ZPlusRule", "GammaRule", "resolve epsilon", "resolve zplus"])
+def test_rules_default_to_the_documented_stabiliser_and_gamma(make, expected):
+    assert repr(make()) == expected

@@ -20,6 +20,7 @@ from skxclust.nn import (
     softmin_redistribution,
     squared_distances,
 )
+from skxclust.nn.lrp import auto_beta, relevance_per_unit_h
 from skxclust.nn.neuralized import competitor_index
 
 GEN = torch.Generator().manual_seed(0)
@@ -236,3 +237,38 @@ def test_neon_shares_a_competitor_equal_to_the_target_evenly_and_conserves(per_s
     alone = neon_relevance(X, centers[..., 2:, :], torch.zeros(30, dtype=torch.long),
                            beta=0.7, offset=offset[:, 2:])[0]
     torch.testing.assert_close(alone, alone[:, :1].expand(30, 5), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("evidence", [[0.0, 0.0], [-1.0, 0.5], [-2.0]])
+def test_auto_beta_is_a_hard_min_when_the_mean_evidence_is_not_positive(evidence):
+    assert auto_beta(torch.tensor(evidence, dtype=torch.float64)) == float("inf")
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_relevance_per_unit_h_floors_a_small_h_keeping_its_sign(sign):
+    # floor = 0.25 * max |h| = 0.5: the first |h| = 0.1 is raised to it, with h's sign
+    h = torch.tensor([[sign * 0.1, 1.0, -2.0]], dtype=torch.float64)
+    a = relevance_per_unit_h(torch.ones(1, 3, dtype=torch.float64), h, eps=0.25)
+    assert a.tolist() == [[sign * 2.0, 1.0, -0.5]]
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, float("inf")])
+@pytest.mark.parametrize("target", [None, 0])
+def test_neon_of_a_row_equidistant_from_every_centroid_is_zero_not_nan(beta, target):
+    # every h_ck is 0: the guard's floor must not fall to 0 (0 / 0)
+    centers = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    x = torch.zeros(2, 2, dtype=torch.float64)
+    target = None if target is None else torch.full((2,), target)
+    R, f = neon_relevance(x, centers, target, beta)
+    assert torch.equal(R, torch.zeros_like(x)) and torch.equal(f, torch.zeros_like(x[:, 0]))
+
+
+@pytest.mark.parametrize("beta", [1e-3, 1.0, 50.0])
+def test_neon_for_the_nearest_cluster_applies_the_relative_guard_of_a_given_target(beta):
+    # eps = 0.5 floors every h_ck below half the row's largest: both paths alike
+    g = 2.0 * X @ CENTERS.T - (CENTERS * CENTERS).sum(1)
+    R_none, f_none = neon_relevance(X, CENTERS, None, beta, eps=0.5)
+    R_target, f_target = neon_relevance(X, CENTERS, g.argmax(1), beta, eps=0.5)
+    torch.testing.assert_close(R_none, R_target, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(f_none, f_target, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(R_none.sum(1), f_none)  # the guard did absorb relevance

@@ -1,6 +1,7 @@
 """NEON's reference rule: root points from a reference input (``explain(reference=...)``)."""
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -48,6 +49,42 @@ def test_the_midpoint_as_reference_is_the_midpoint_rule(with_offset):
     R_mid, _ = neon_relevance(x, centers, None, 1.0, offset=offset)
     R_ref, _ = neon_reference_relevance(x, centers, None, 1.0, centers.mean(0), offset=offset)
     torch.testing.assert_close(R_ref, R_mid, rtol=0, atol=1e-12)
+
+
+def test_the_reference_rule_floors_small_h_by_the_given_relative_eps():
+    # each competitor carries R_k h_ck / max(h_ck, eps max_k h_ck) of the evidence
+    x, centers, _, z = _problem(per_row=False)
+    R, f = neon_reference_relevance(x, centers, None, 0.7, z, eps=0.5)
+    g = 2.0 * x @ centers.T - (centers * centers).sum(1)
+    h = g.max(1, keepdim=True).values - g
+    target = torch.nn.functional.one_hot(g.argmax(1), 4).bool()
+    share = torch.softmax(torch.where(target, -math.inf, -0.7 * h), 1) * f[:, None]
+    guard = torch.maximum(h, 0.5 * h.max(1, keepdim=True).values)
+    expected = (share * h / guard).sum(1)
+    torch.testing.assert_close(R.sum(1), expected, rtol=0, atol=1e-12)
+    assert not torch.allclose(expected, f)  # the guard did bind
+
+
+def test_the_reference_rule_mixes_the_pairwise_explanations_by_the_soft_min_shares():
+    # with one competitor k, all of h_ck goes to it; with three, R_k / h_ck of that
+    x, centers, _, z = _problem(per_row=False)
+    R, f = neon_reference_relevance(x, centers, None, 0.7, z)
+    g = 2.0 * x @ centers.T - (centers * centers).sum(1)
+    for i, c in enumerate(g.argmax(1).tolist()):
+        rivals = [k for k in range(4) if k != c]
+        h = g[i, c] - g[i, rivals]
+        shares = torch.softmax(-0.7 * h, 0) * f[i]
+        expected = sum(share / h_k * neon_reference_relevance(
+            x[i:i + 1], centers[[c, k]], torch.tensor([0]), 0.7, z)[0][0]
+            for share, h_k, k in zip(shares, h, rivals))
+        torch.testing.assert_close(R[i], expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("beta", [-1.0, float("nan")])
+def test_the_reference_rule_refuses_a_beta_outside_zero_to_inf(beta):
+    x, centers, _, z = _problem(per_row=False)
+    with pytest.raises(ValueError, match=re.escape(f"beta must be in [0, inf], got {beta!r}.")):
+        neon_reference_relevance(x, centers, None, beta, z)
 
 
 def test_a_reference_on_the_boundary_gives_gradient_times_input():
