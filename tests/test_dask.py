@@ -160,6 +160,99 @@ def test_fit_seeds_on_a_sample_of_rows_when_there_are_more(monkeypatch, threads)
     assert a.inertia_ <= 1.05 * memory.inertia_
 
 
+def test_fit_on_exactly_init_sample_rows_seeds_like_the_in_memory_fit(monkeypatch, threads):
+    import skxclust._dask_fit as dask_fit
+
+    X = blobs()
+    monkeypatch.setattr(dask_fit, "INIT_SAMPLE", X.shape[0])  # all rows: no sample drawn
+    memory = ExplainableKMeans(4, random_state=3).fit(X)
+    blockwise = ExplainableKMeans(4, random_state=3).fit(da.from_array(X, chunks=ROW_CHUNKS))
+    assert_same_fit(memory, blockwise)
+
+
+def test_the_seeding_sample_has_at_least_three_rows_per_cluster(monkeypatch, threads):
+    import skxclust._dask_fit as dask_fit
+
+    sizes = []
+    sample = dask_fit._init_sample
+    monkeypatch.setattr(dask_fit, "INIT_SAMPLE", 5)
+    monkeypatch.setattr(dask_fit, "_init_sample",
+                        lambda X, generator, n_rows: sizes.append(n_rows) or sample(
+                            X, generator, n_rows))
+    ExplainableKMeans(4, random_state=0).fit(da.from_array(blobs(), chunks=ROW_CHUNKS))
+    assert sizes == [12]
+
+
+@pytest.mark.parametrize("tol", [0.0, 1e-2])
+def test_fit_stops_when_the_in_memory_fit_stops(tol, threads):
+    # the tolerance scales with the column variances merged over the blocks; tol=0 stops
+    # when no label changes
+    X = np.random.default_rng(0).random((200, 2))  # no clusters: Lloyd converges slowly
+    init = X[:4].copy()
+    memory = ExplainableKMeans(4, init=init, tol=tol, max_iter=100).fit(X)
+    chunks = ((60, 0, 50, 90), (2,))
+    blockwise = ExplainableKMeans(4, init=init, tol=tol, max_iter=100).fit(
+        da.from_array(X, chunks=chunks))
+    assert_same_fit(memory, blockwise)
+    assert memory.n_iter_ > 2
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2], [1, 0, 2], [2, 1, 0]])
+def test_merged_block_moments_are_those_of_all_the_rows(order):
+    # the moments pass (weighted sums for the centring, column variances for tol) of
+    # blocks of 10, 0 and 20 rows merged in any order: those of the 30 rows
+    from functools import reduce
+
+    from skxclust._dask_fit import _Frame, _merge_moments, _moments_block
+
+    rng = np.random.default_rng(0)
+    X, w = rng.normal(size=(30, 3)) + 5.0, rng.uniform(0.5, 2.0, 30)
+    frame = _Frame(lambda rows: rows, None, "cpu", np.float64)
+    bounds = [(0, 10), (10, 10), (10, 30)]
+    merged = reduce(_merge_moments, [_moments_block(X[a:b], w[a:b], frame)
+                                     for a, b in (bounds[i] for i in order)])
+    assert merged["finite"] and merged["n"] == 30
+    mean = X.mean(0)
+    np.testing.assert_allclose(merged["mean"].numpy(), mean, rtol=1e-13)
+    np.testing.assert_allclose(merged["m2"].numpy(), ((X - mean) ** 2).sum(0), rtol=1e-12)
+    np.testing.assert_allclose(merged["wx"].numpy(), w @ X, rtol=1e-13)
+    assert merged["wsum"] == pytest.approx(w.sum(), rel=1e-13)
+    np.testing.assert_array_equal(merged["lo"].numpy(), X.min(0))
+    np.testing.assert_array_equal(merged["hi"].numpy(), X.max(0))
+
+
+def test_blockwise_tolerance_is_the_in_memory_one(monkeypatch, threads):
+    # tol times the mean biased column variance, as scikit-learn's _tolerance
+    import skxclust._base as base
+    import skxclust._dask_fit as dask_fit
+
+    seen = {}
+    for module in (base, dask_fit):
+        scaled = module.scaled_tol
+        monkeypatch.setattr(module, "scaled_tol", lambda tol, n, var, m=module, f=scaled:
+                            seen.setdefault(m.__name__, f(tol, n, var)))
+    X = blobs()
+    ExplainableKMeans(4, init=X[:4], tol=1e-3).fit(X)
+    ExplainableKMeans(4, init=X[:4], tol=1e-3).fit(da.from_array(X, chunks=ROW_CHUNKS))
+    expected = 1e-3 * X.var(0).mean()
+    assert seen[base.__name__] == pytest.approx(expected, rel=1e-12)
+    assert seen[dask_fit.__name__] == pytest.approx(expected, rel=1e-12)
+
+
+def test_two_empty_clusters_take_the_two_farthest_rows_of_one_block(threads):
+    # both outliers lie in the first block: the blockwise list of farthest rows keeps as
+    # many rows per block as there are clusters
+    X = blobs()
+    X[[1, 2]] += np.array([[60.0] * 8, [-60.0] * 8])
+    init = X[[0, 40, 80, 110]].copy()
+    init[2:] = 1e3  # two clusters empty after the first assignment
+    memory = ExplainableKMeans(4, init=init, max_iter=1).fit(X)
+    blockwise = ExplainableKMeans(4, init=init, max_iter=1).fit(
+        da.from_array(X, chunks=ROW_CHUNKS))
+    assert_same_fit(memory, blockwise)
+    assert len(np.unique(blockwise.labels_)) == 4
+
+
 @pytest.mark.parametrize("weights", ["numpy", "dask"])
 def test_weighted_fit_equals_the_in_memory_fit(weights, threads):
     X = blobs()
