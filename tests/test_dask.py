@@ -318,6 +318,9 @@ def test_partial_fit_on_a_dask_array_steps_once_per_block(threads):
         direct.partial_fit(X[rows])
     assert blockwise.n_steps_ == 3
     np.testing.assert_array_equal(blockwise.cluster_centers_, direct.cluster_centers_)
+    # an empty row block is no step
+    empty_between = da.from_array(X, chunks=((50, 0, 100), (8,)))
+    assert ExplainableKMeans(4, random_state=0).partial_fit(empty_between).n_steps_ == 2
 
 
 # -- inference ---------------------------------------------------------------------------
@@ -371,6 +374,43 @@ def test_score_of_a_dask_array_is_the_numpy_score(fitted, threads):
     np.testing.assert_allclose(est.score(Xd), est.score(X), rtol=1e-10)
     np.testing.assert_allclose(est.score(Xd, sample_weight=w), est.score(X, sample_weight=w),
                                rtol=1e-10)
+
+
+def test_score_of_a_block_without_weight_adds_nothing(fitted, threads):
+    # a block whose rows all weigh 0 is scored 0 (not refused as "all zero")
+    est = fitted["explainable"]
+    X = blobs()
+    w = np.r_[np.zeros(ROW_CHUNKS), np.ones(X.shape[0] - ROW_CHUNKS)]
+    w_column = da.from_array(w[:, None], chunks=(ROW_CHUNKS, 1))  # (n, 1) is taken too
+    score = est.score(da.from_array(X, chunks=ROW_CHUNKS), sample_weight=w_column)
+    np.testing.assert_allclose(score, est.score(X, sample_weight=w), rtol=1e-10)
+
+
+def test_lazy_inference_keeps_the_model_it_was_built_with(threads):
+    X = blobs()
+    est = ExplainableKMeans(4, random_state=0).fit(X)
+    expected = est.predict(X)
+    lazy = est.predict(da.from_array(X, chunks=ROW_CHUNKS))
+    est.fit(X[::-1] * 3.0)  # a refit before the graph runs
+    np.testing.assert_array_equal(lazy.compute(), expected)
+
+
+def test_explain_top_k_of_a_dask_array_is_refused_naming_it(fitted, threads):
+    with pytest.raises(ValueError, match="top_k=2 is not supported for a dask array X"):
+        fitted["explainable"].explain(da.from_array(blobs(), chunks=ROW_CHUNKS), top_k=2)
+
+
+def test_boolean_dask_data_fit_as_their_float_values(threads):
+    X = blobs() > 0
+    init = X[:4].astype(float) + 0.25
+    memory = ExplainableKMeans(4, init=init).fit(X.astype(float))
+    blockwise = ExplainableKMeans(4, init=init).fit(da.from_array(X, chunks=ROW_CHUNKS))
+    np.testing.assert_array_equal(blockwise.labels_, memory.labels_)
+
+
+def test_a_dask_array_without_rows_is_refused(threads):
+    with pytest.raises(ValueError, match=r"Found array with 0 sample\(s\)"):
+        ExplainableKMeans(2).fit(da.zeros((0, 3), chunks=(1, 3)))
 
 
 def test_inference_checks_features_at_once_and_values_at_compute(fitted, threads):

@@ -91,6 +91,8 @@ def test_output_dtype_is_float32_for_float32_input_and_float64_otherwise(estimat
             assert getattr(est, method)(data).dtype == want, method
     assert est.predict(data).dtype == np.int64
     assert isinstance(est.score(data), float)
+    # what scikit-learn's checks and meta-estimators read of it
+    assert est.__sklearn_tags__().transformer_tags.preserves_dtype == ["float64", "float32"]
 
 
 @pytest.mark.parametrize("estimator", BOTH)
