@@ -240,3 +240,72 @@ def test_plot_alignment_refuses_an_estimator_without_align():
 
     with pytest.raises(TypeError, match="align"):
         plot_alignment(KMeans(2), [[0.0, 1.0, 2.0, 3.0]])
+
+
+def test_plot_centroids_of_signals_with_members_make_room_for_the_members():
+    # two members on either side of their centroid (0): they reach beyond every centroid
+    centers = np.array([[0.0, 0.1, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0]])
+    X = np.array([[0.0, 3.0, 0.0, -2.0, 0.0], [0.0, -3.0, 0.0, 2.0, 0.0],
+                  [0.0, 0.0, 1.0, 0.0, 0.0]])  # 5 features: signals
+    km = ExplainableKMeans(2, init=centers, max_iter=1).fit(X)
+    lo, hi = plot_centroids(km, X=X).axes[0].get_ylim()
+    assert lo <= X.min() and hi >= X.max()
+
+
+def test_plot_centroids_of_constant_centroids_gets_a_unit_colour_range():
+    clim = plot_centroids(np.full((2, 4), 0.5)).axes[0].images[0].get_clim()
+    assert clim == (0.5, 1.5)
+
+
+@pytest.mark.parametrize("n_clusters, n_cols", [(12, 10), (3, 3)])
+def test_plot_centroids_lays_out_at_most_ten_columns(n_clusters, n_cols):
+    fig = plot_centroids(np.zeros((n_clusters, 4)))
+    columns = {round(ax.get_position().x0, 6) for ax in fig.axes if ax.images}
+    assert len(columns) == n_cols
+
+
+def test_plot_centroids_titles_give_an_empty_last_cluster_its_zero_size():
+    from types import SimpleNamespace
+
+    fitted_model = SimpleNamespace(cluster_centers_=np.zeros((3, 4)),
+                                   labels_=np.array([0, 0, 1]))
+    fig = plot_centroids(fitted_model)
+    assert fig.axes[2].get_title() == "cluster 2\nn=0"
+
+
+def test_plot_relevance_of_a_constant_signal_gets_a_unit_value_range():
+    fig = plot_relevance(np.full(6, 2.0), np.ones(6), show_sample=False, colorbar=False)
+    assert fig.axes[0].get_ylim() == (2.0, 3.0)
+
+
+def test_plot_relevance_overlay_contours_the_sample_at_half_its_range():
+    x = np.zeros((1, 16))
+    x[0, 5:7] = 4.0
+    fig = plot_relevance(x, x - 0.5, overlay=True, show_sample=False, colorbar=False)
+    assert list(fig.axes[0].collections[0].levels) == [2.0]
+
+
+@pytest.mark.parametrize("n_samples, n_cols", [(6, 4), (2, 2)])
+def test_plot_relevance_lays_out_at_most_four_columns(n_samples, n_cols):
+    fig = plot_relevance(np.ones((n_samples, 4)), np.ones((n_samples, 4)), show_sample=False,
+                         colorbar=False)
+    assert len({round(ax.get_position().x0, 6) for ax in fig.axes}) == n_cols
+
+
+def test_plot_centroids_refuses_fewer_given_axes_than_clusters_and_rows_without_values():
+    _, axes = plt.subplots(1, 2)
+    with pytest.raises(ValueError, match="axes"):
+        plot_centroids(np.zeros((3, 4)), axes=axes)
+    with pytest.raises(ValueError, match="non-empty"):
+        plot_centroids(np.zeros((3, 0)))
+
+
+def test_plot_pixel_flipping_into_one_axes_names_each_of_two_groups():
+    from skxclust.plotting import plot_pixel_flipping
+
+    records = [{"dataset": d, "model": "m", "method": "explain", "curve": [1.0, 0.0]}
+               for d in ("a", "b")]
+    _, ax = plt.subplots()
+    plot_pixel_flipping(records, ax=ax)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a / m: explain",
+                                                                    "b / m: explain"]
