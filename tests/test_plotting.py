@@ -309,3 +309,29 @@ def test_plot_pixel_flipping_into_one_axes_names_each_of_two_groups():
     plot_pixel_flipping(records, ax=ax)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a / m: explain",
                                                                     "b / m: explain"]
+
+
+def test_draw_signal_stacks_channels_downwards_a_range_and_a_twentieth_apart():
+    from skxclust._plot_signals import draw_signal
+
+    centroid = np.array([0.0, 1.0, 2.0, 1.0, 0.0, 1.0])  # 2 channels of 3 samples
+    members = np.array([[0.0, 3.0, 0.0, 0.0, 0.0, -1.0]])
+    _, ax = plt.subplots()
+    draw_signal(ax, centroid, members, None, channels=2)
+    step = 1.05 * (3.0 - (-1.0))  # the range of the centroid and its members
+    np.testing.assert_allclose(ax.lines[-1].get_ydata(), [1.0 - step, 0.0 - step, 1.0 - step])
+    np.testing.assert_allclose(ax.get_ylim(), (-1.0 - step, 3.0))
+    assert ax.get_xlim() == (0.0, 2.0)
+    _, flat = plt.subplots()  # a constant signal: channels one unit apart
+    draw_signal(flat, np.ones(6), None, None, channels=2)
+    np.testing.assert_allclose(flat.lines[-1].get_ydata(), [0.0, 0.0, 0.0])
+
+
+def test_draw_signal_of_one_channel_without_limits_autoscales_and_skips_no_members():
+    from skxclust._plot_signals import draw_signal
+
+    _, ax = plt.subplots()
+    draw_signal(ax, np.array([0.0, 2.0, 1.0]), np.empty((0, 3)), None)
+    assert len(ax.lines) == 1  # the centroid only
+    lo, hi = ax.get_ylim()
+    assert lo < 0.0 and hi > 2.0  # matplotlib's margins, not the data's exact range
