@@ -11,6 +11,7 @@ pytest with the variable set; run it by hand with
 import os
 import pickle
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from sklearn.utils.estimator_checks import (
 )
 
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans, explain_pipeline
-from skxclust._array_api import to_torch
+from skxclust._array_api import host_values, numpy_dtype, to_torch
 
 xps = pytest.importorskip("array_api_strict")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -162,6 +163,21 @@ def test_numpy_input_under_dispatch_is_the_numpy_path_bit_for_bit():
         np.testing.assert_array_equal(out, expected)
 
 
+def test_a_dask_input_under_dispatch_is_the_host_path():
+    # array_api_compat counts dask as a namespace; skxclust reads it chunk by chunk on the
+    # host, as without dispatch
+    da = pytest.importorskip("dask.array")
+    Xd = da.from_array(X, chunks=20)
+    reference = make("explainable").fit(Xd)
+    with config_context(array_api_dispatch=True):
+        est = make("explainable").fit(Xd)
+        labels = est.predict(Xd)
+    assert isinstance(est.cluster_centers_, np.ndarray)
+    np.testing.assert_array_equal(est.cluster_centers_, reference.cluster_centers_)
+    assert isinstance(labels, da.Array)
+    np.testing.assert_array_equal(labels.compute(), reference.predict(X))
+
+
 # -- pipelines: PCA -> ExplainableKMeans on torch tensors --------------------------------
 def test_a_pca_explainable_kmeans_pipeline_keeps_torch_tensors():
     reference = make_pipeline(PCA(4), make("explainable")).fit(X)
@@ -208,6 +224,17 @@ def test_a_torch_input_is_used_without_a_copy():
     assert raw.data_ptr() == Xt.data_ptr() and space.kind == "torch"
 
 
+@pytest.mark.parametrize("kind", ["explainable", "st"])
+def test_a_tensor_that_requires_grad_is_taken_detached_without_a_warning(kind):
+    Xt = torch.from_numpy(X).requires_grad_(True)  # e.g. a network's embeddings
+    with config_context(array_api_dispatch=True), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = make(kind).fit(Xt)
+        labels, relevance = est.predict(Xt), est.explain(Xt)
+    assert not est.cluster_centers_.requires_grad and not relevance.requires_grad
+    np.testing.assert_array_equal(labels.numpy(), make(kind).fit(X).predict(X))
+
+
 def test_device_auto_follows_a_torch_input(monkeypatch):
     # "auto" would pick CUDA for numpy input; a torch input is computed where it lives
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -241,6 +268,15 @@ def test_inputs_that_cannot_work_are_refused_with_a_clear_message(kind):
             torch_model.partial_fit(X)
         with pytest.raises(ValueError, match=rf"{name}\.score\(\) must use the same"):
             torch_model.score(xps.asarray(X))
+
+
+def test_a_model_is_refused_an_input_of_its_namespace_on_another_device():
+    with config_context(array_api_dispatch=True):
+        est = make("explainable").fit(xps.asarray(X, device=DEVICE1))
+        with pytest.raises(ValueError, match=r"fitted on array_api_strict arrays on device "
+                                             r".*device1.*, predict got array_api_strict "
+                                             r"arrays on device .*CPU_DEVICE"):
+            est.predict(xps.asarray(X))
 
 
 def test_an_array_torch_cannot_read_is_refused_naming_its_type():
@@ -308,3 +344,35 @@ def test_a_model_fitted_on_cuda_tensors_pickles_to_the_cpu():
         np.testing.assert_array_equal(back.predict(Xc).cpu().numpy(), labels.numpy())
     assert est.cluster_centers_.device.type == "cuda"  # pickling left the model as it was
 
+
+# -- the helpers: dtypes, tensors, values read on the host -------------------------------
+@pytest.mark.parametrize("dtype, expected", [
+    (np.dtype(np.float32), np.float32), (torch.float32, np.float32),
+    (torch.float64, np.float64), (xps.float32, np.float32), (xps.float64, np.float64)],
+    ids=str)
+def test_numpy_dtype_reads_numpy_torch_and_array_api_dtypes(dtype, expected):
+    assert numpy_dtype(dtype) == np.dtype(expected)
+
+
+def test_to_torch_detaches_a_tensor_that_requires_grad_without_a_copy():
+    t = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    out = to_torch(t)
+    assert not out.requires_grad and out.data_ptr() == t.data_ptr()
+
+
+def test_host_values_are_left_as_they_are_without_dispatch():
+    t = torch.ones(3)
+    assert host_values(t) is t
+
+
+@pytest.mark.parametrize("namespace", ["torch", "array_api_strict"])
+def test_host_values_under_dispatch_are_numpy_copies_and_numpy_stays_as_it_is(namespace):
+    values = np.arange(3.0)
+    given = as_namespace(values, namespace)
+    if namespace == "torch":
+        given.requires_grad_(True)  # e.g. sample weights that are model outputs
+    with config_context(array_api_dispatch=True):
+        assert host_values(values) is values
+        out = host_values(given)
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_array_equal(out, values)

@@ -119,9 +119,34 @@ def test_stratified_subset_rejects_bad_n(n):
         stratified_subset(np.zeros((10, 2)), np.zeros(10), n)
 
 
-def test_stratified_subset_rejects_mismatched_rows():
-    with pytest.raises(ValueError, match="same number of rows"):
-        stratified_subset(np.zeros((10, 2)), np.zeros(9), 5)
+@pytest.mark.parametrize("y", [np.zeros(9), np.zeros((10, 1))], ids=["9 rows", "2-D"])
+def test_stratified_subset_rejects_mismatched_rows_or_a_2d_y(y):
+    with pytest.raises(ValueError, match="same number of rows and y must be 1-D"):
+        stratified_subset(np.zeros((10, 2)), y, 5)
+
+
+@pytest.mark.parametrize(
+    ("counts", "n", "expected"),
+    [
+        # quotas 4.2, 1.75, 1.05: the one row left goes to the largest remainder
+        ([12, 5, 3], 7, [4, 2, 1]),
+        # 20 classes, ten tied at the largest remainder: the lowest labels win the ties
+        ([1, 2] * 10, 5, [0, 1] * 5 + [0] * 10),
+    ],
+    ids=["largest remainder", "ties in label order"],
+)
+def test_stratified_subset_rounds_class_quotas_by_largest_remainder(counts, n, expected):
+    y = np.repeat(np.arange(len(counts)), counts)
+    _, ys = stratified_subset(np.zeros((y.size, 2)), y, n, random_state=0)
+    assert np.bincount(ys, minlength=len(counts)).tolist() == expected
+
+
+def test_stratified_subset_of_every_row_is_a_permutation_of_the_data():
+    X = np.arange(20.0).reshape(10, 2)
+    y = np.arange(10) % 3
+    Xs, ys = stratified_subset(X, y, 10, random_state=0)
+    assert sorted(Xs[:, 0].tolist()) == X[:, 0].tolist()
+    np.testing.assert_array_equal(y[Xs[:, 0].astype(int) // 2], ys)
 
 
 # -------------------------------------------------------------------------- make_affine
@@ -192,12 +217,19 @@ def test_make_affine_moves_one_dimensional_signals_only_along_their_axis():
     assert int(np.argmax(column)) == 23
 
 
+def test_make_affine_parameters_fixed_to_one_value_draw_nothing_from_random_state(digits):
+    rng = np.random.RandomState(0)
+    make_affine(digits[0][:5], (8, 8), **IDENTITY, random_state=rng)
+    assert rng.randint(2**30) == np.random.RandomState(0).randint(2**30)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
         ({"rotation": (10, -10)}, "rotation"),
         ({"rotation": float("nan")}, "rotation"),
         ({"rotation": (1, 2, 3)}, "rotation"),
+        ({"rotation": True}, "rotation"),
         ({"scale": 0}, "scale"),
         ({"scale": (-1, 2)}, "scale"),
         ({"shear": 90}, "shear"),
@@ -283,11 +315,27 @@ def test_make_elastic_moves_one_dimensional_signals_only_along_their_axis():
     np.testing.assert_allclose(out[:, 3:-3], 1.0, atol=1e-12)
 
 
+@pytest.mark.parametrize("image_shape", [(1, 64), (64, 1)], ids=["row", "column"])
+def test_make_elastic_moves_a_one_dimensional_signal_along_it_by_alpha_pixels(image_shape):
+    # a ramp along the signal, bilinear sampling exact: output - ramp is the displacement
+    ramp = np.arange(64.0).reshape(1, -1)
+    out = make_elastic(ramp, image_shape, alpha=0.7, sigma=4.0, padding_mode="border",
+                       random_state=0)
+    rms = np.sqrt(np.mean((out - ramp)[0, 4:-4] ** 2))
+    assert 0.5 * 0.7 < rms < 1.5 * 0.7
+
+
+def test_make_elastic_leaves_a_one_pixel_image_unchanged():
+    X = np.array([[0.25], [1.0]])
+    np.testing.assert_array_equal(make_elastic(X, (1, 1), random_state=0), X)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
         ({"alpha": -1.0}, "alpha"),
         ({"alpha": float("inf")}, "alpha"),
+        ({"alpha": True}, "alpha"),
         ({"sigma": 0.0}, "sigma"),
         ({"sigma": "2"}, "sigma"),
         ({"padding_mode": "wrap"}, "padding_mode"),
