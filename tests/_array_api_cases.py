@@ -196,13 +196,16 @@ def test_a_pca_explainable_kmeans_pipeline_keeps_torch_tensors():
         reference[:-1].transform(X)), rtol=1e-6, atol=1e-9)
 
 
-def test_explain_pipeline_refuses_tensors_and_names_the_way_round():
-    Xt = torch.from_numpy(X)
+@pytest.mark.parametrize("fit_on, explain_on", [("torch", "torch"), ("numpy", "torch"),
+                                                ("torch", "numpy")])
+def test_explain_pipeline_refuses_tensors_and_names_the_way_round(fit_on, explain_on):
+    """Refused whether X, the fitted model or both are tensors."""
+    inputs = {"numpy": X, "torch": torch.from_numpy(X)}
     with config_context(array_api_dispatch=True):
-        pipe = make_pipeline(PCA(4), make("explainable")).fit(Xt)
-        with pytest.raises(TypeError, match=r"got X as torch arrays on device cpu.*"
-                                            r"pipeline\[-1\]\.explain"):
-            explain_pipeline(pipe, Xt)
+        pipe = make_pipeline(PCA(4), make("explainable")).fit(inputs[fit_on])
+        with pytest.raises(TypeError, match=rf"got X as {explain_on} arrays.* model fitted "
+                                            rf"on {fit_on} arrays.*pipeline\[-1\]\.explain"):
+            explain_pipeline(pipe, inputs[explain_on])
 
 
 def test_the_user_guide_example_runs():

@@ -257,8 +257,8 @@ def test_make_affine_rejects_bad_X():
 
 # ------------------------------------------------------------------ image_shape (both)
 GENERATORS = {"make_affine": make_affine, "make_elastic": make_elastic}
-BAD_IMAGE_SHAPES = [(8, 9), (8, 0), (8, 8, 1), (8.0, 8), (True, 64), [8, [1, 2]], 64, None,
-                    "88", b"\x08\x08"]
+BAD_IMAGE_SHAPES = [(8, 9), (8, 0), (8, 8, 1), (8.0, 8), (True, 64), [True, 64], [8, [1, 2]],
+                    64, None, "88", b"\x08\x08"]
 
 
 @pytest.mark.parametrize("image_shape", BAD_IMAGE_SHAPES, ids=repr)
@@ -273,6 +273,14 @@ def test_generators_refuse_a_bad_image_shape_with_the_estimators_message_naming_
         resolve_image_shape(image_shape, 64, allow_none=False)
     assert str(refused.value) == str(expected.value)
     assert str(refused.value).startswith(f"image_shape={image_shape!r} ")
+
+
+@pytest.mark.parametrize("image_shape", [np.array([4, 16]), (np.int64(4), np.int32(16)),
+                                         [np.uint8(4), 16]], ids=["array", "tuple", "list"])
+def test_an_image_shape_of_numpy_ints_resolves_to_plain_ints(image_shape):
+    resolved = resolve_image_shape(image_shape, 64)
+    assert resolved == (4, 16)
+    assert [type(side) for side in resolved] == [int, int]
 
 
 @pytest.mark.parametrize("image_shape", [[8, 8], np.array([8, 8]), (np.int64(8), 8)],

@@ -20,6 +20,7 @@ def rows(n_features: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("image_shape, n_features, expected", [
     (None, 64, 16),  # 8 x 8 image
     ((4, 10), 40, 16),  # a non-square image
+    ((2, 20), 40, 16),  # two rows are an image, not a signal
     (None, 40, 64),  # 1 x 40 signal
     ((1, 40), 40, 64),
     ((40, 1), 40, 64),  # a column is a signal too

@@ -146,7 +146,7 @@ def test_without_warping_spatial_reference_relevance_equals_explainable_kmeans()
 
 
 @pytest.mark.parametrize("reference", [REFERENCE[:10], np.full(64, np.nan), "median",
-                                       np.ones((2, 64))])
+                                       "Mean", "", np.ones((2, 64))])
 def test_explain_refuses_a_bad_reference(st_fitted, reference):
     km = ExplainableKMeans(n_clusters=4, random_state=0, device="cpu").fit(X)
     for est in (km, st_fitted):
@@ -171,6 +171,14 @@ def test_explainable_reference_mean_is_the_training_mean(kind, beta):
                                atol=1e-9)
     assert not np.allclose(mean, km.explain(rows))  # the default stays the midpoint rule
     np.testing.assert_allclose(mean.sum(1), km.decision_function(rows).max(1), rtol=1e-4)
+
+
+@pytest.mark.parametrize("reference", ["mean", REFERENCE], ids=["mean", "input"])
+def test_spatial_reference_relevance_of_float32_rows_is_computed_in_float32(reference):
+    rows = X.astype(np.float32)
+    st = SpatialTransformerKMeans(n_clusters=3, n_steps=0, max_iter=2, appearance="none",
+                                  random_state=0, device="cpu").fit(rows)
+    assert st.explain(rows[:5], reference=reference).dtype == np.float32
 
 
 def test_explainable_reference_is_unweighted_and_of_every_fit_path():

@@ -151,14 +151,22 @@ def test_one_channel_shape_is_the_plain_signal():
     np.testing.assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("image_shape", [(3, 2, 20), (0, 1, 120), (3, 1, 41), (3.0, 1, 40),
-                                         (True, 1, 120), (3, 1, 40, 1)])
+@pytest.mark.parametrize("image_shape", [(3, 2, 20), (0, 1, 120), (3, 1, 41), (3, 1, 39),
+                                         (3.0, 1, 40), (True, 1, 120), (3, 1, 40, 1)])
 def test_bad_channel_shapes_are_refused_naming_image_shape(image_shape):
     with pytest.raises(ValueError, match=r"image_shape=.*" + r"\(" + str(image_shape[0])):
         resolve_warp_shape(image_shape, C * L)
     X, _ = make_channel_set(3, seed=0)
     with pytest.raises(ValueError, match="image_shape="):
         SpatialTransformerKMeans(2, image_shape=image_shape).fit(X)
+
+
+@pytest.mark.parametrize("image_shape", [(120,), [120], np.array([120]), "120"], ids=repr)
+def test_a_shape_neither_a_pair_nor_channels_is_refused_naming_every_accepted_form(
+        image_shape):
+    with pytest.raises(ValueError, match=r"must be None, a pair \(H, W\) of positive ints, "
+                                         r"or \(C, 1, L\)"):
+        resolve_warp_shape(image_shape, C * L)
 
 
 def test_plot_centroids_draws_every_channel_as_a_curve():
