@@ -248,3 +248,23 @@ def test_float32_fits_match_float64():
     e64, _ = fit_warps(x, mu, model64, penalty=1.0, n_steps=10)
     e32, _ = fit_warps(x.float(), mu.float(), model32, penalty=1.0, n_steps=10)
     np.testing.assert_allclose(e32.double().numpy(), e64.numpy(), rtol=1e-3)
+
+
+@pytest.mark.parametrize("start, after_three", [(1e-3, 1.0), (1e6, 1e7)])
+def test_a_step_that_does_not_lower_the_energy_is_rejected_and_raises_the_damping(
+        start, after_three):
+    # a blank sample and centroid: the identity warp is the optimum, every step is exactly
+    # zero and leaves the energy (0) as it was; equal energy is no progress, so the
+    # damping rises tenfold a step, up to its cap 1e7
+    from skxclust.nn.warp_solver import levenberg_marquardt
+
+    shape = (9, 10)
+    model = make_warp_model(shape, 9, "tps", F64)
+    blank = torch.zeros(1, shape[0] * shape[1], dtype=F64)
+    pairs = PairBatch(blank.reshape(1, 1, *shape), blank[None], model,
+                      torch.tensor([2.0], dtype=F64), model.penalty_gram(0.7, 0.3))
+    flat = torch.zeros(1, model.n_params, dtype=F64)
+    energy, fitted, damping = levenberg_marquardt(pairs, flat, 3, Coordinates(model),
+                                                  torch.tensor([start], dtype=F64))
+    assert torch.equal(fitted, flat) and float(energy) == 0.0
+    assert float(damping) == pytest.approx(after_three, rel=1e-12)
