@@ -163,3 +163,22 @@ def test_predict_uses_the_graduated_fit():
                                       warp_penalty=0.5, random_state=0).fit(X[:2])
         distances[blur] = st.transform(X[2:])[:, 0] ** 2
     assert (distances[(2.0, 1.0)] < 0.2 * distances[None]).all()
+
+
+def test_equal_widths_in_a_row_are_accepted():
+    # "decreasing" is not increasing: a width may repeat (one more stage at it)
+    assert check_blur_widths((2.0, 2.0, 1.0)) == (2.0, 2.0, 1.0)
+
+
+def test_blur_refuses_a_negative_width():
+    with pytest.raises(ValueError, match="width must be >= 0"):
+        blur_images(torch.zeros(1, 144, dtype=F64), SHAPE, -0.5)
+
+
+def test_every_stage_fits_only_the_allowed_pairs(model):
+    # the later (refit) stages keep the restriction of the first
+    samples, centroids = narrow_blobs([0.3, -0.2]), narrow_blobs([0.0, 0.1, -0.3])
+    allowed = torch.tensor([[True, False, True], [False, True, True]])
+    energies, _ = graduated_fit_warps(samples, centroids, model, widths=(2.0, 1.0),
+                                      penalty=1e-3, allowed=allowed)
+    assert torch.isinf(energies[~allowed]).all() and torch.isfinite(energies[allowed]).all()
