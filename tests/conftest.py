@@ -4,6 +4,7 @@ import importlib
 import importlib.util
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -41,6 +42,13 @@ def import_zennit():
     finally:
         for name in names:
             sys.modules.pop(name, None)
+
+
+def to_csr(X: torch.Tensor) -> torch.Tensor:
+    """``X.to_sparse_csr()`` without torch's one-time "CSR support is in beta" notice."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return X.to_sparse_csr()
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 import torch
+from conftest import to_csr
 
 from skxclust.nn import sparse
 
@@ -23,12 +24,6 @@ def _matrix(kind: str) -> torch.Tensor:
     X[3] = 0.0
     X[:, -1] = 0.0
     return {"mixed": X, "positive": X.abs(), "negative": -X.abs(), "zero": 0.0 * X}[kind]
-
-
-def _csr(X: torch.Tensor) -> torch.Tensor:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torch: CSR support is in beta
-        return X.to_sparse_csr()
 
 
 INDEX = torch.tensor([7, 3, 0, 7, 8, 1])  # out of order, repeated, with the empty row 3
@@ -53,7 +48,7 @@ def test_csr_kernel_equals_the_dense_kernel(name, kind):
     X = _matrix(kind)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        got = KERNELS[name](_csr(X))
+        got = KERNELS[name](to_csr(X))
     expected = KERNELS[name](X)
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
@@ -73,7 +68,7 @@ def test_dense_kernels_follow_their_definitions():
 @pytest.mark.parametrize("layout", ["dense", "csr"])
 def test_column_sums_of_float32_rows_are_float64_sums(layout, block_rows):
     rows = torch.rand(500, 4, generator=GEN) * 3.0 + 0.1  # float32 sums would round
-    data = rows if layout == "dense" else _csr(rows)
+    data = rows if layout == "dense" else to_csr(rows)
     sums = sparse.column_sums(data, block_rows)
     assert sums.dtype == torch.float64
     torch.testing.assert_close(sums, rows.double().sum(dim=0), rtol=1e-14, atol=0)

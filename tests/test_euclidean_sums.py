@@ -3,10 +3,9 @@ weighted member sums with or without prepared rows, dense or CSR, the centroids 
 sums (fractional weights, a centroid without weight kept), the relocation of empty clusters
 and the distances of rows at their centroid."""
 
-import warnings
-
 import pytest
 import torch
+from conftest import to_csr
 
 from skxclust._euclidean import EuclideanGeometry
 from skxclust._geometry import Assignment, Farthest
@@ -18,17 +17,11 @@ LABELS = torch.arange(40) % 3
 WEIGHT = torch.rand(40, generator=GEN, dtype=torch.float64) * 2.0 + 0.1
 
 
-def _csr(X):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torch: CSR support is in beta
-        return X.to_sparse_csr()
-
-
 @pytest.mark.parametrize("prepared", [False, True])
 @pytest.mark.parametrize("layout", ["dense", "csr"])
 def test_partial_sums_are_the_weighted_member_sums(layout, prepared):
     geometry = EuclideanGeometry(batch_size=16)
-    data = X if layout == "dense" else _csr(X)
+    data = X if layout == "dense" else to_csr(X)
     rows = geometry.prepare(data, WEIGHT) if prepared else None
     centers = torch.zeros(4, 6, dtype=torch.float64)  # cluster 3 has no member
     sums, weight = geometry.partial_sums(data, centers, Assignment(LABELS, None), WEIGHT, rows)
@@ -64,7 +57,7 @@ def test_update_from_sums_relocates_nothing_when_every_distance_is_zero():
 def test_batched_update_relocates_each_restart_like_its_own_update(layout):
     # restart 0 leaves cluster 3 empty, restart 1 clusters 1 and 3: each is given the rows
     # farthest from their own restart's centroids
-    data = X if layout == "dense" else _csr(X)
+    data = X if layout == "dense" else to_csr(X)
     labels = torch.stack([LABELS, torch.where(LABELS == 1, 2, LABELS)])
     centers = torch.randn(2, 4, 6, generator=GEN, dtype=torch.float64)
     geometry = EuclideanGeometry(batch_size=16)
@@ -78,7 +71,7 @@ def test_batched_update_relocates_each_restart_like_its_own_update(layout):
 
 @pytest.mark.parametrize("layout", ["dense", "csr"])
 def test_pass_work_counts_the_multiply_adds_against_every_restarts_centroids(layout):
-    data = X if layout == "dense" else _csr(X)
+    data = X if layout == "dense" else to_csr(X)
     values = 40 * 6 if layout == "dense" else int((X != 0).sum())
     centers = torch.zeros(3, 4, 6, dtype=torch.float64)
     assert EuclideanGeometry().pass_work(data, centers).size == values * 3 * 4

@@ -13,11 +13,16 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 N_ROWS, K = 12, 3
 
 
-@pytest.fixture(scope="module")
-def warp_geometry():
+def st_geometry(appearance="intensity"):
     # ST K-means' geometry takes one set of centroids at a time: the contract's defaults
     return SpatialTransformerKMeans(K, image_shape=(4, 4), n_landmarks=4, n_steps=2,
-                                    affine_penalty=0.5)._make_geometry(16)
+                                    affine_penalty=0.5,
+                                    appearance=appearance)._make_geometry(16)
+
+
+@pytest.fixture(scope="module")
+def warp_geometry():
+    return st_geometry()
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +74,7 @@ def test_one_restart_view_keeps_the_pairwise_distances(warp_geometry, rows_and_r
 
 def test_default_restart_sums_use_each_restarts_centroids(rows_and_restarts):
     # with a thickness channel the members' rows depend on the centroids being updated
-    warp_geometry = SpatialTransformerKMeans(
-        K, image_shape=(4, 4), n_landmarks=4, n_steps=2, affine_penalty=0.5,
-        appearance="intensity+thickness")._make_geometry(16)
+    warp_geometry = st_geometry("intensity+thickness")
     X, weight, centers = rows_and_restarts
     labels, _, _, sums, weights = warp_geometry.restart_sums(X, weight, centers)
     for r in range(2):

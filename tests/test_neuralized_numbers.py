@@ -4,10 +4,10 @@ of their parameters, a zero stiffness or temperature refused, an infinite beta a
 minimum, and the canonizer's beta, nested layers and bookkeeping."""
 
 import math
-import warnings
 
 import pytest
 import torch
+from conftest import to_csr
 
 from skxclust.nn import (
     LogMeanExpPool,
@@ -47,9 +47,7 @@ def test_squared_distances_next_to_a_centroid_keep_their_digits(dtype):
 def test_squared_distances_of_sparse_rows_at_the_centroids_are_not_negative(dtype):
     # no recomputation for a CSR x: the rounding of the expansion is clamped at 0 instead
     mu = CENTERS.to(dtype)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torch: CSR support is in beta
-        d = squared_distances(mu.to_sparse_csr(), mu)
+    d = squared_distances(to_csr(mu), mu)
     assert (d >= 0).all()
     assert float(d.diagonal().max()) <= 8 * torch.finfo(dtype).eps * float((mu * mu).sum(1).max())
 

@@ -2,11 +2,11 @@
 
 import math
 import re
-import warnings
 
 import numpy as np
 import pytest
 import torch
+from conftest import to_csr
 from sklearn.datasets import load_digits
 
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans
@@ -261,9 +261,7 @@ def test_column_sums_are_float64_sums_in_any_blocks(block_rows, sparse):
     from skxclust.nn.sparse import column_sums
 
     rows = torch.from_numpy(X.astype(np.float32))
-    with warnings.catch_warnings():  # torch's one-time "CSR support is in beta" notice
-        warnings.simplefilter("ignore", UserWarning)
-        data = rows.to_sparse_csr() if sparse else rows
+    data = to_csr(rows) if sparse else rows
     sums = column_sums(data, block_rows)
     assert sums.dtype == torch.float64
     torch.testing.assert_close(sums, rows.double().sum(0), rtol=1e-12, atol=1e-9)
