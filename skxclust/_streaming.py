@@ -99,9 +99,6 @@ def keep_unweighted(new: torch.Tensor, old: torch.Tensor, counts: torch.Tensor,
     step added no weight (``new_counts`` equal to ``counts``, per centroid (K,) or per
     pixel (K, D)): computed in a shifted frame, their value would come back moved in the
     last bits."""
-    if counts.dim() < new_counts.dim():
-        counts = counts[:, None]
-    unweighted = new_counts == counts
-    if unweighted.dim() == 1:
-        unweighted = unweighted[:, None]
+    n_clusters = counts.shape[0]  # (K,) counts compared as (K, 1): one per centroid
+    unweighted = new_counts.reshape(n_clusters, -1) == counts.reshape(n_clusters, -1)
     return torch.where(unweighted, old, new)
