@@ -36,9 +36,13 @@ def _dense(a) -> np.ndarray:
 def affine_map_of(step, name: str, n_features: int, X_check: np.ndarray):
     """Recover ``(A, t)`` with ``step.transform(x) == x @ A + t``, or raise.
 
-    The map is probed at the origin and the unit vectors, then verified on ``X_check``
-    (relative tolerance 1e-8), so any fitted affine transformer is accepted and any
-    non-affine one is refused.
+    The map is probed at the origin and at ``s e_j`` along each feature, ``s`` the largest
+    absolute value in ``X_check`` (1 where it is all zeros): a step on the data's scale, so
+    the rounding of ``A`` stays relative to the data however large its values or offset (a
+    unit step carries rounding of the step's offset, which grows with the data's values).
+    The pair is then verified on ``X_check`` to a relative tolerance of 1e-8 of the
+    magnitude of the terms of ``x @ A + t``, so any fitted affine transformer is accepted
+    and any non-affine one is refused.
 
     Returns
     -------
@@ -47,15 +51,20 @@ def affine_map_of(step, name: str, n_features: int, X_check: np.ndarray):
     """
     if not hasattr(step, "transform"):
         raise TypeError(f"pipeline step {name!r} ({type(step).__name__}) has no transform.")
-    probe = np.vstack([np.zeros((1, n_features)), np.eye(n_features)])
+    size = float(np.abs(X_check).max()) or 1.0
+    probe = np.vstack([np.zeros((1, n_features)), size * np.eye(n_features)])
     out = _dense(step.transform(probe))
     t = out[0]
-    A = out[1:] - t
+    A = (out[1:] - t) / size
     expected = X_check @ A + t
     actual = _dense(step.transform(X_check))
-    scale = max(np.abs(actual).max(), np.abs(expected).max(), 1.0)
-    if actual.shape != expected.shape or not np.allclose(actual, expected, rtol=0,
-                                                         atol=1e-8 * scale):
+    if actual.shape != expected.shape:
+        matches = False
+    else:
+        magnitude = np.abs(X_check) @ np.abs(A) + np.abs(t)
+        scale = max(np.abs(actual).max(), magnitude.max(), 1.0)
+        matches = np.allclose(actual, expected, rtol=0, atol=1e-8 * scale)
+    if not matches:
         raise ValueError(
             f"pipeline step {name!r} ({type(step).__name__}) is not an affine map of its "
             "input, so relevance cannot be propagated through it exactly. Supported steps: "

@@ -9,7 +9,7 @@ from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import FunctionTransformer
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from skxclust import ExplainableKMeans, explain_pipeline
 
@@ -26,14 +26,42 @@ def test_a_step_with_sparse_output_is_read_as_its_dense_affine_map():
                                rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("scale", [1e-3, 1e3])
-def test_relevance_through_an_affine_step_is_conserved_at_any_scale_of_the_input(scale):
-    """The affine check's tolerance is relative: at 1e3 its rounding (about 1e-7) is beyond
-    an absolute 1e-8 but within 1e-8 of the values."""
-    X = X_DIGITS * scale
-    pipe = fitted_pipeline(PCA(8, random_state=0), X)
+@pytest.mark.parametrize("step", [PCA(8, random_state=0), StandardScaler()],
+                         ids=["PCA", "StandardScaler"])
+@pytest.mark.parametrize(("scale", "offset"), [(1e-3, 0.0), (1e3, 0.0), (1e7, 0.0),
+                                               (1.0, 1e4), (1.0, 1e8)])
+def test_relevance_through_an_affine_step_is_conserved_at_any_scale_of_the_input(
+        step, scale, offset):
+    """The affine map is probed on the data's own scale, so its rounding stays relative to
+    the data: probed at the origin instead, it carries rounding of about machine precision
+    times the step's offset, which grows with the square of the input's scale (PCA at 1e7)
+    or with its offset (StandardScaler at +1e4) and made these steps refused as not affine.
+    At +1e8 the step's output is of order 1 while the terms of ``x @ A + t`` are of order
+    1e7: the check's tolerance is relative to those terms, not to the output."""
+    X = X_DIGITS * scale + offset
+    pipe = fitted_pipeline(step, X)
     R = explain_pipeline(pipe, X)
-    np.testing.assert_allclose(R.sum(1), pipe.decision_function(X).max(1), rtol=1e-6)
+    evidence = pipe.decision_function(X).max(1)
+    np.testing.assert_allclose(R.sum(1), evidence, rtol=1e-6, atol=1e-6 * evidence.max())
+
+
+def test_an_offset_step_is_affine_to_the_magnitude_of_its_terms():
+    """Removing an offset of 1e10 leaves outputs of order 1 that carry rounding of order
+    1e-6 (machine precision times 1e10): within 1e-8 of the terms, beyond 1e-8 of the
+    output. The step is affine and is read as such."""
+    X = X_DIGITS / 7 + 1e10
+    pipe = fitted_pipeline(FunctionTransformer(lambda x: (x - 1e10) / 3), X)
+    R = explain_pipeline(pipe, X)
+    evidence = pipe.decision_function(X).max(1)
+    np.testing.assert_allclose(R.sum(1), evidence, rtol=1e-6, atol=1e-4 * evidence.max())
+
+
+def test_rows_of_zeros_are_explained_through_an_affine_step():
+    """All-zero rows give the probe no scale of their own: it steps by 1."""
+    pipe = fitted_pipeline(StandardScaler())
+    zeros = np.zeros((3, X_DIGITS.shape[1]))
+    R = explain_pipeline(pipe, zeros)
+    np.testing.assert_allclose(R.sum(1), pipe.decision_function(zeros).max(1), rtol=1e-6)
 
 
 @pytest.mark.parametrize("step", [
