@@ -4,6 +4,7 @@ invariance, one step, and the pair bookkeeping of screening and allowed pairs.""
 import pytest
 import torch
 
+from skxclust.nn import warp_solver
 from skxclust.nn.appearance import Appearance
 from skxclust.nn.pair_batch import warp_energy
 from skxclust.nn.pyramid import downsample_images
@@ -256,3 +257,26 @@ def test_a_warp_costs_the_same_share_of_the_energy_at_both_levels():
                               dtype=F64)
     ratio = level.coarser(coarse).energy(flat) / level.energy(flat)
     torch.testing.assert_close(ratio, torch.full_like(ratio, 0.25), rtol=0.1, atol=0)
+
+
+def test_screening_after_coarse_steps_ranks_full_resolution_energies(monkeypatch):
+    """The coarse level's energies are about a quarter of the fine ones and rank the pairs
+    differently at times: the screen re-evaluates the warps reached at full resolution."""
+    shape = (28, 28)
+    x = bumps(shape, [0.15, -0.1, 0.05])
+    mu = torch.stack([bumps(shape, [0.0])[0], bumps(shape, [0.1], width=0.4)[0]])
+    model = make_warp_model(shape, 9, "tps", F64)
+    coarse = make_warp_model((14, 14), 9, "tps", F64)
+    kw = dict(penalty=1e-3, coarse=coarse, coarse_steps=2, affine_steps=0)
+    at_screen, _ = fit_warps(x, mu, model, n_steps=2, **kw)  # fine energies after 2 steps
+    seen = []
+
+    def spy(energy, n_candidates, screen_ratio):
+        seen.append(energy.clone())
+        return original(energy, n_candidates, screen_ratio)
+
+    original = warp_solver.screen_pairs
+    monkeypatch.setattr(warp_solver, "screen_pairs", spy)
+    fit_warps(x, mu, model, n_steps=3, screen_ratio=1.5, screen_steps=2, **kw)
+    assert len(seen) == 1
+    torch.testing.assert_close(seen[0], at_screen.T, rtol=1e-12, atol=0)
