@@ -42,3 +42,8 @@ def test_a_fresh_process_gets_the_short_spin_only_when_skxclust_loads_torch(impo
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True, timeout=120).stdout.strip()
     assert out == expected
+
+
+def test_the_short_spin_is_a_count_libgomp_reads_far_below_its_default():
+    # libgomp spins about 300,000 iterations by default: the point is to spin far less
+    assert SPIN_COUNT.isdigit() and 0 < int(SPIN_COUNT) <= 30_000
