@@ -13,7 +13,7 @@ import torch
 from ._checks import check_pair_args, check_warp_args
 from .appearance import Appearance
 from .pair_batch import Coordinates, PairBatch, pair_images, per_pair_weight
-from .warps import WarpModel
+from .warps import WarpModel, make_warp_model
 
 __all__ = ["laplace_log_evidence", "pixel_noise_variance", "row_contrast", "warp_log_volume"]
 
@@ -79,15 +79,12 @@ def warp_log_volume(
     check_warp_args(model, params=params, B=(samples.shape[0], "samples.shape[0]"))
     n = samples.shape[0]
     dtype = torch.float64
-    gram = model.penalty_gram(bending_weight, affine_weight).to(dtype)
+    model = float64_model(model)  # the basis and G in float64 for the determinant
+    gram = model.penalty_gram(bending_weight, affine_weight)
     weight = per_pair_weight(penalty, n, 1, samples).to(dtype)
     pairs = PairBatch(pair_images(images.detach().to(dtype), model, appearance),
                       samples.detach().to(dtype)[:, None], model, weight, gram, appearance)
     flat = params.detach().reshape(n, -1).to(dtype)
-    model_dtype = model.basis.dtype
-    if model_dtype != dtype:  # the basis in float64 for the determinant
-        model = _model_as(model, dtype)
-        pairs.model = model
     _, residual = pairs.energy(flat)
     hess, _ = pairs.normal_system(flat, residual, Coordinates(model))
     # Both determinants on the range of G: parameters that move no pixel ("affine+tps"
@@ -121,14 +118,20 @@ def _appearance_log_volume(pairs: PairBatch, flat) -> torch.Tensor:
     return torch.linalg.slogdet(matrix)[1] - log_prior
 
 
-def _model_as(model: WarpModel, dtype) -> WarpModel:
-    """A shallow copy of ``model`` whose tensors used by the fit are in ``dtype``."""
-    out = object.__new__(type(model))
-    out.__dict__.update({name: value.to(dtype) if isinstance(value, torch.Tensor)
-                         and value.is_floating_point() else value
-                         for name, value in model.__dict__.items()})
-    out.cache = {}  # derived in the other dtype
-    return out
+def float64_model(model: WarpModel) -> WarpModel:
+    """``model`` built again in float64 (itself if it is float64).
+
+    Built, not cast: a float32 build rounds ``G``, which lifts its null space (the affine
+    maps that ``"affine+tps"`` holds twice) to about 1e-9 of its largest eigenvalue, above
+    the determinant's floor, and a cast keeps that rounding.
+    """
+    if model.basis.dtype == torch.float64:
+        return model
+    if model.n_landmarks is None:
+        raise ValueError("the warp model must come from make_warp_model (its n_landmarks "
+                         "is needed to build it in float64).")
+    return make_warp_model(model.input_shape, model.n_landmarks, model.transform,
+                           torch.float64, model.basis.device)
 
 
 def row_contrast(X: torch.Tensor) -> torch.Tensor:

@@ -71,6 +71,9 @@ class WarpModel:
     cache : dict
         Tensors the warp solver derives from the basis, built on first use and reused by
         every later fit with this model (read-only once built).
+    n_landmarks : int or None
+        The ``n_landmarks`` the model was built with (:func:`make_warp_model`), so that it
+        can be built again in another dtype.
     affine_rows : Tensor of shape (n_basis, D + 1) or None
         Parameters of the affine warps: ``params = affine_rows @ a`` for affine
         coefficients ``a`` (``(D + 1) x D``); None for ``"affine"``, where every warp is
@@ -88,8 +91,9 @@ class WarpModel:
     """
 
     def __init__(self, shape, transform, points, basis, landmark_basis, centers,
-                 channels: int = 1):
+                 channels: int = 1, n_landmarks: int | None = None):
         self.shape = (int(shape[0]), int(shape[1]))
+        self.n_landmarks = n_landmarks  # as given to make_warp_model
         self.channels = int(channels)  # > 1: the H rows are channels of one signal
         self.transform = transform
         self.cache: dict = {}  # tensors derived from the basis by the solver, built once
@@ -227,7 +231,7 @@ def make_warp_model(
     centers = control_points(grid, ndim, dtype, device)
     basis, landmark_basis = warp_basis(points, centers, transform)
     return WarpModel((height, width), transform, points, basis, landmark_basis, centers,
-                     channels)
+                     channels, int(n_landmarks))
 
 
 def channel_rows(images: torch.Tensor, shape: tuple[int, ...]
