@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 from _warp_reference import pair_log_volume
+from sklearn.datasets import load_digits
 from test_warp_solver import images
 
+from skxclust import SpatialTransformerKMeans
 from skxclust.nn.pair_batch import coordinates
 from skxclust.nn.tps import control_points
 from skxclust.nn.warp_evidence import (
@@ -219,3 +221,41 @@ def test_laplace_log_evidence_keeps_the_float64_precision_of_the_energies():
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-14)
     assert float(got[0] - got[1]) == pytest.approx(1e-10 / 2e-6, rel=1e-5)
     assert laplace_log_evidence(energy.float(), torch.zeros(3), 3, 1e-6).dtype == F64
+
+
+@pytest.mark.parametrize("shape, transform", [(SHAPE, "tps"), (SHAPE, "affine+tps"),
+                                              ((1, 15), "tps")])
+@pytest.mark.parametrize("scale", [1e-3, 1e-6, 1e-9, 1e6])
+def test_log_volume_does_not_depend_on_the_scale_of_the_data(shape, transform, scale):
+    """Samples and images times c and the penalty times c^2 (as the estimator's contrast
+    penalty scales) leave the volume as it is: the posterior's eigenvalue floor follows the
+    weight. With a floor fixed to G's scale, data of magnitude 1e-6 gained 20 nats, 1e-9
+    about 180."""
+    n_landmarks = 4 if shape[0] == 1 else 9
+    model = make_warp_model(shape, n_landmarks, transform, F64)
+    x, mu = images(shape, 3)
+    params = small_warps(model, 3)
+    penalty = torch.tensor([0.5, 1.0, 4.0], dtype=F64)
+    plain = warp_log_volume(x, mu[[0, 1, 0]], model, params, penalty)
+    scaled = warp_log_volume(x * scale, mu[[0, 1, 0]] * scale, model, params,
+                             penalty * scale**2)
+    torch.testing.assert_close(scaled, plain, rtol=1e-9, atol=1e-9)
+
+
+def test_score_ranks_warp_families_the_same_in_any_unit_of_the_data():
+    """Scaling the data by a power of two fits the same warps and centroids, so every
+    row's score moves by the same constant (the Gaussian's normaliser) for every
+    n_landmarks. At 2**-30 the volume's fixed floor moved the scores by thousands (and
+    on 150 digits reversed the ranking of n_landmarks 4 and 9)."""
+    X = load_digits().data[:80]
+    c = 2.0**-30
+    shifts, at_one = [], []
+    for n_landmarks in (4, 9):
+        scores = [SpatialTransformerKMeans(3, n_landmarks=n_landmarks, random_state=0,
+                                           max_iter=2).fit(X * s).score(X * s)
+                  for s in (1.0, c)]
+        at_one.append(scores[0])
+        shifts.append(scores[1] - scores[0])
+    # the Gaussian's normaliser: -P log c per row, summed over the rows
+    np.testing.assert_allclose(shifts, [-X.size * np.log(c)] * 2, rtol=1e-9)
+    assert at_one[0] != at_one[1]

@@ -42,6 +42,11 @@ def warp_log_volume(
     it makes warps of different flexibility comparable (a more flexible warp must lower
     the energy by more than it adds here).
 
+    It is taken in float64 (a float32 ``model`` is built again in float64) on the range of
+    ``G`` (parameters that move no pixel count in neither determinant), and it does not
+    depend on the data's units: samples and images times ``c`` with the penalty times
+    ``c**2`` give the same volume.
+
     Parameters
     ----------
     samples : Tensor of shape (N, P)
@@ -94,10 +99,13 @@ def warp_log_volume(
     floor = 1e-12 * eig_prior.abs().max().clamp_min(1e-300)
     kept = eig_prior > floor
     basis = vectors[:, kept]
-    log_prior = torch.log(eig_prior[kept]).sum() \
-        + basis.shape[1] * torch.log(weight.clamp_min(1e-300))
+    weight = weight.clamp_min(1e-300)
+    log_prior = torch.log(eig_prior[kept]).sum() + basis.shape[1] * torch.log(weight)
     eig_post = torch.linalg.eigvalsh(basis.T @ hess @ basis)
-    volume = torch.log(eig_post.clamp_min(floor)).sum(-1) - log_prior
+    # the posterior is at least the prior (weight * G) on the range of G: its floor is
+    # G's floor times the weight, so the volume keeps its value at any scale of the data
+    # (samples and images times c, the penalty times c^2)
+    volume = torch.log(eig_post.clamp_min(floor * weight[:, None])).sum(-1) - log_prior
     if appearance is not None:
         volume = volume + _appearance_log_volume(pairs, flat)
     return volume
