@@ -86,7 +86,8 @@ def warp_log_volume(
     dtype = torch.float64
     model = float64_model(model)  # the basis and G in float64 for the determinant
     gram = model.penalty_gram(bending_weight, affine_weight)
-    weight = per_pair_weight(penalty, n, 1, samples).to(dtype)
+    # a zero penalty (a constant row) as the smallest positive one: a volume of the limit
+    weight = per_pair_weight(penalty, n, 1, samples).to(dtype).clamp_min(1e-300)
     pairs = PairBatch(pair_images(images.detach().to(dtype), model, appearance),
                       samples.detach().to(dtype)[:, None], model, weight, gram, appearance)
     flat = params.detach().reshape(n, -1).to(dtype)
@@ -99,7 +100,6 @@ def warp_log_volume(
     floor = 1e-12 * eig_prior.abs().max().clamp_min(1e-300)
     kept = eig_prior > floor
     basis = vectors[:, kept]
-    weight = weight.clamp_min(1e-300)
     log_prior = torch.log(eig_prior[kept]).sum() + basis.shape[1] * torch.log(weight)
     eig_post = torch.linalg.eigvalsh(basis.T @ hess @ basis)
     # the posterior is at least the prior (weight * G) on the range of G: its floor is
