@@ -133,6 +133,7 @@ def test_the_float64_model_of_a_float32_one_is_built_in_float64(shape, transform
     assert built.cache == {} and coordinates(built, False).basis.dtype == F64
     assert coordinates(model, False).basis.dtype == torch.float32
     assert float64_model(direct) is direct
+    assert float64_model(model) is built  # built once per model
 
 
 def test_a_float32_model_not_built_by_make_warp_model_is_refused_naming_the_cause():

@@ -127,7 +127,7 @@ def _appearance_log_volume(pairs: PairBatch, flat) -> torch.Tensor:
 
 
 def float64_model(model: WarpModel) -> WarpModel:
-    """``model`` built again in float64 (itself if it is float64).
+    """``model`` built again in float64 (itself if it is float64; kept in its cache).
 
     Built, not cast: a float32 build rounds ``G``, which lifts its null space (the affine
     maps that ``"affine+tps"`` holds twice) to about 1e-9 of its largest eigenvalue, above
@@ -138,8 +138,11 @@ def float64_model(model: WarpModel) -> WarpModel:
     if model.n_landmarks is None:
         raise ValueError("the warp model must come from make_warp_model (its n_landmarks "
                          "is needed to build it in float64).")
-    return make_warp_model(model.input_shape, model.n_landmarks, model.transform,
-                           torch.float64, model.basis.device)
+    if "float64_model" not in model.cache:  # built once per model (about 0.1 s)
+        model.cache["float64_model"] = make_warp_model(
+            model.input_shape, model.n_landmarks, model.transform, torch.float64,
+            model.basis.device)
+    return model.cache["float64_model"]
 
 
 def row_contrast(X: torch.Tensor) -> torch.Tensor:

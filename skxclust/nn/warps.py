@@ -69,8 +69,9 @@ class WarpModel:
         (translation and linear map). Neither changes its meaning with the number of
         landmarks. See :meth:`penalty_gram`.
     cache : dict
-        Tensors the warp solver derives from the basis, built on first use and reused by
-        every later fit with this model (read-only once built).
+        Tensors the warp solver derives from the basis (and the model's float64 build for
+        the Occam volume), built on first use and reused by every later fit with this model
+        (read-only once built).
     n_landmarks : int or None
         The ``n_landmarks`` the model was built with (:func:`make_warp_model`), so that it
         can be built again in another dtype.
