@@ -175,7 +175,7 @@ def test_steps_on_some_pairs_leave_the_others_and_update_their_own_damping():
     others = torch.tensor([1, 2, 3, 5])
     for out, full, before in ((out_energy, every[0], energy), (out_flat, every[1], flat),
                               (out_damping, every[2], damping)):
-        torch.testing.assert_close(out[rows], full[rows], rtol=1e-12, atol=1e-15)
+        torch.testing.assert_close(out[rows], full[rows], rtol=1e-9, atol=1e-12)
         assert torch.equal(out[others], before[others])
     assert not torch.equal(out_damping[rows], damping[rows])
     assert torch.equal(energy, torch.arange(n_pairs, dtype=F64))  # not mutated
