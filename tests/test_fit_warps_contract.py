@@ -39,7 +39,7 @@ def test_a_signal_with_shift_search_and_no_steps_keeps_the_identity():
     model = make_warp_model(shape, 4, "tps", F64)
     energy, params = fit_warps(x, mu, model, penalty=1e-3, n_steps=0, shift_search=True)
     assert torch.equal(params, torch.zeros_like(params))
-    torch.testing.assert_close(energy, ((x - mu) ** 2).sum(1, keepdim=True), rtol=1e-12,
+    torch.testing.assert_close(energy, ((x - mu) ** 2).sum(1, keepdim=True), rtol=1e-10,
                                atol=0)
 
 
@@ -48,7 +48,7 @@ def test_a_single_step_fits_and_lowers_the_energy():
     x, mu = bumps(shape, [0.15, -0.1]), bumps(shape, [0.0])
     model = make_warp_model(shape, 9, "tps", F64)
     energy, params = fit_warps(x, mu, model, penalty=1e-3, n_steps=1, affine_steps=1)
-    torch.testing.assert_close(energy, warp_energy(x, mu, model, params, 1e-3), rtol=1e-12,
+    torch.testing.assert_close(energy, warp_energy(x, mu, model, params, 1e-3), rtol=1e-10,
                                atol=0)
     assert torch.all(energy[:, 0] < ((x - mu) ** 2).sum(1))
 
@@ -190,7 +190,7 @@ def test_updated_energy_recomputes_only_the_given_pairs():
     fresh = level.updated_energy(flat, rows, stale)
     every = level.energy(flat)
     assert torch.equal(fresh[rows], level.energy(flat, rows))
-    torch.testing.assert_close(fresh[rows], every[rows], rtol=1e-12, atol=0)
+    torch.testing.assert_close(fresh[rows], every[rows], rtol=1e-10, atol=0)
     assert torch.equal(fresh[torch.tensor([0, 2, 3, 4])], stale[:4])
     assert torch.equal(stale, torch.full((6,), -1.0, dtype=F64))
     assert torch.equal(level.updated_energy(flat, None, None), every)
@@ -279,4 +279,4 @@ def test_screening_after_coarse_steps_ranks_full_resolution_energies(monkeypatch
     monkeypatch.setattr(warp_solver, "screen_pairs", spy)
     fit_warps(x, mu, model, n_steps=3, screen_ratio=1.5, screen_steps=2, **kw)
     assert len(seen) == 1
-    torch.testing.assert_close(seen[0], at_screen.T, rtol=1e-12, atol=0)
+    torch.testing.assert_close(seen[0], at_screen.T, rtol=1e-10, atol=0)
