@@ -251,7 +251,7 @@ def summarise(methods: dict) -> None:
         compared = [s for s in ours if s in base]
         summary["splits_compared_with_kmeans"] = len(compared) if label != "kmeans" else None
         summary["splits_below_kmeans"] = (sum(ours[s] < base[s] for s in compared)
-                                          if label != "kmeans" and base else None)
+                                          if label != "kmeans" and compared else None)
         m["summary"] = summary
 
 

@@ -158,6 +158,17 @@ def test_quality_compares_with_kmeans_only_the_splits_kmeans_measured():
     assert s["splits_compared_with_kmeans"] == 1 and s["splits_below_kmeans"] == 1
 
 
+def test_quality_no_split_in_common_with_kmeans_judges_nothing_against_it():
+    """k-means measured on other splits only: nothing is compared, so "never below
+    k-means" is not judged (it read 0 splits below, that is met)."""
+    methods = {"kmeans": {"splits": [_fit(3, 3, 0.9)]},
+               "st_tps": {"splits": [_fit(0, 0, 0.96), _fit(1, 1, 0.96)]}}
+    bq.summarise(methods)
+    s = methods["st_tps"]["summary"]
+    assert s["splits_compared_with_kmeans"] == 0 and s["splits_below_kmeans"] is None
+    assert bq.judge("mnist5k", methods)["never_below_kmeans"] is None
+
+
 @pytest.mark.parametrize("summary, expected", [
     # exactly at the targets: met
     ({"acc_mean": 0.95, "acc_min": 0.94, "acc_min_fit": 0.5, "splits_below_kmeans": 0},

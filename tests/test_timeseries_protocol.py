@@ -5,6 +5,7 @@ summary's bounds and what a partial run keeps of the previous JSON."""
 
 import sys
 import types
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -198,6 +199,27 @@ def test_timeseries_below_kmeans_means_more_than_the_margin_below():
             "OSULeaf": {"methods": {"st": _runs(0.5), "kmeans": _runs(0.75)}}}
     s = bt.summarise(sets)
     assert s["below_kmeans"] == ["OSULeaf"] and s["met"]["below_kmeans"] is False
+    # none below on three sets of seven: not judged (one below would be a miss at once)
+    del sets["OSULeaf"]
+    assert bt.summarise(sets)["met"]["below_kmeans"] is None
+    for n in bt.SOURCES:
+        sets[n] = {"methods": {"st": _runs(0.75), "kmeans": _runs(0.75)}}
+    assert bt.summarise(sets)["met"]["below_kmeans"] is True
+
+
+def test_timeseries_mean_is_judged_only_where_st_ran_on_every_set():
+    """Every set present, ``st`` missing on one: the mean over the six others is not
+    judged (it was, against the target); no published set: no published means, not NaN."""
+    sets = {n: {"methods": {"st": _runs(0.9), "kmeans": _runs(0.6)}} for n in bt.SOURCES}
+    del sets["ArrowHead"]["methods"]["st"]
+    s = bt.summarise(sets)
+    assert len(s["mean_acc"]["st"]["sets"]) == len(bt.SOURCES) - 1
+    assert s["met"]["mean_acc"] is None
+    unpublished = {n: sets[n] for n in bt.SOURCES if n not in bt.PUBLISHED}
+    assert unpublished  # UnitTest has no published row
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bt.summarise(unpublished)["published_mean_acc"] == {}
 
 
 # ---------------------------------------------------------------------- partial runs
