@@ -89,7 +89,7 @@ def test_log_volume_counts_the_directions_of_a_weak_bending_prior(transform, ben
 
 
 @pytest.mark.parametrize("centroid", ["blob", "blank"])
-def test_log_volume_of_a_zero_penalty_is_finite(centroid):
+def test_log_volume_of_a_zero_penalty_is_that_of_the_smallest_positive_one(centroid):
     # a constant row has zero contrast, so the estimator gives it a zero penalty; its
     # volume is that of the smallest positive penalty: a (large) number where pixels move,
     # 0 where none does (a blank centroid: J = 0, the posterior is the prior at any
