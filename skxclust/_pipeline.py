@@ -58,13 +58,10 @@ def affine_map_of(step, name: str, n_features: int, X_check: np.ndarray):
     A = (out[1:] - t) / size
     expected = X_check @ A + t
     actual = _dense(step.transform(X_check))
-    if actual.shape != expected.shape:
-        matches = False
-    else:
-        magnitude = np.abs(X_check) @ np.abs(A) + np.abs(t)
-        scale = max(np.abs(actual).max(), magnitude.max(), 1.0)
-        matches = np.allclose(actual, expected, rtol=0, atol=1e-8 * scale)
-    if not matches:
+    magnitude = np.abs(X_check) @ np.abs(A) + np.abs(t)  # of the terms of x @ A + t
+    scale = max(np.abs(actual).max(), magnitude.max(), 1.0)
+    if actual.shape != expected.shape or not np.allclose(actual, expected, rtol=0,
+                                                         atol=1e-8 * scale):
         raise ValueError(
             f"pipeline step {name!r} ({type(step).__name__}) is not an affine map of its "
             "input, so relevance cannot be propagated through it exactly. Supported steps: "
