@@ -3,6 +3,7 @@ invariance, one step, and the pair bookkeeping of screening and allowed pairs.""
 
 import pytest
 import torch
+from test_warp_solver import blob
 
 from skxclust.nn import warp_solver
 from skxclust.nn.appearance import Appearance
@@ -24,12 +25,9 @@ F64 = torch.float64
 
 
 def bumps(shape, centers, width=0.3, dtype=F64):
-    """Gaussian bumps (1-D shapes: along their axis) at ``centers``, flattened."""
-    ndim = 1 if min(shape) == 1 else 2
-    p = pixel_grid(shape, ndim, F64)
-    rows = [torch.exp(-((p - torch.tensor([c, -c][:ndim], dtype=F64)) ** 2).sum(1)
-                      / (2 * width**2)) for c in centers]
-    return torch.stack(rows).to(dtype)
+    """Gaussian blobs at ``(c, -c)`` for each ``c`` of ``centers`` (1-D shapes: at ``c``
+    along their axis), flattened, in ``dtype``."""
+    return torch.stack([blob(shape, (c, -c), width) for c in centers]).to(dtype)
 
 
 def test_a_signal_with_shift_search_and_no_steps_keeps_the_identity():
