@@ -139,7 +139,8 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         split of MNIST-5k), and None, use every row in every iteration.
     warp_penalty : float, default=0.5
         Weight of the TPS bending energy of the warp, relative to the sample's contrast
-        ``||x - mean(x)||^2``. Larger values allow less bending.
+        ``||x - mean(x)||^2`` (at least 1 % of the centroids' mean contrast, so a constant
+        row's warp stays regularised). Larger values allow less bending.
     affine_penalty : float or "auto", default="auto"
         Weight of the squared affine coefficients of the warp (translation and linear
         part), relative to the sample's contrast. Larger values allow smaller shifts,

@@ -23,7 +23,7 @@ from .nn.centroid_update import adjoint_sums, covered, normal_sums, solve_normal
 from .nn.graduated import graduated_fit_warps
 from .nn.pair_batch import pair_scale, warp_energy
 from .nn.pyramid import coarse_shape
-from .nn.warp_evidence import laplace_log_evidence, row_contrast, warp_log_volume
+from .nn.warp_evidence import laplace_log_evidence, penalty_scale, row_contrast, warp_log_volume
 from .nn.warp_inverse import unwarp_images
 from .nn.warp_refit import refit_warps
 from .nn.warps import make_warp_model, warp_images
@@ -48,7 +48,8 @@ class WarpGeometry(Geometry):
     """Distances and centroid updates of ST K-means, for :func:`skxclust._lloyd.lloyd`.
 
     ``d(x, mu) = min_v ||x - S_v mu||^2 + c(x) * (warp_penalty * bend(v) + affine_penalty *
-    ||a(v)||^2)`` with ``c(x) = ||x - mean(x)||^2`` (the sample's contrast, so the
+    ||a(v)||^2)`` with ``c(x) = ||x - mean(x)||^2`` (the sample's contrast, at least 1 % of
+    the centroids' mean contrast: :func:`~skxclust.nn.warp_evidence.penalty_scale`; so the
     objective is invariant to the scale and offset of the data): the centroid is warped
     onto the sample (the sample is never resampled), and the warp is the optimum of this
     regularised fit (:func:`skxclust.nn.warp_solver.fit_warps`).
@@ -129,7 +130,6 @@ class WarpGeometry(Geometry):
         shape = None if self.coarse_steps is None else coarse_shape(tuple(self.image_shape))
         return None if shape is None else self.model(X, shape)
 
-    _contrast = staticmethod(row_contrast)  # the scale of a sample's warp penalty
 
     def use_model_cache(self, cache: dict) -> None:
         """Keep the warp models in ``cache`` (shared by the dask workers' tasks of a fit:
@@ -165,16 +165,16 @@ class WarpGeometry(Geometry):
         warps : Tensor of shape (B, K, n_basis, ndim)
             The fitted warp parameters of every pair (see :class:`skxclust.nn.WarpModel`).
         """
-        contrast = self._contrast(X)
+        row_penalty = penalty_scale(X, centers)
         n_candidates = self.n_candidates
         if cap is not None:
             n_candidates = cap if n_candidates is None else min(cap, n_candidates)
         solve = X.dtype if self.warp_dtype is None else self.warp_dtype
-        Xs, Cs, penalty = X, centers, contrast
+        Xs, Cs, penalty = X, centers, row_penalty
         if solve != X.dtype:  # cast images of magnitude ~1: no overflow or underflow
             scale = pair_scale(X, centers)  # (the fit is scale-invariant, see fit_warps)
             Xs, Cs = (X / scale).to(solve), (centers / scale).to(solve)
-            penalty = (contrast / (scale * scale)).to(solve)
+            penalty = (row_penalty / (scale * scale)).to(solve)
         if start is None:
             energies, warps = graduated_fit_warps(
                 Xs, Cs, self.model(Xs), widths=self.blur_widths, refit_steps=self.warm_steps,
@@ -195,7 +195,7 @@ class WarpGeometry(Geometry):
                 appearance=self.appearance, allowed=allowed)
         if solve != X.dtype:  # the distances of the fitted warps, in the dtype of X
             warps = warps.to(X.dtype)
-            energies = warp_energy(X, centers, self.model(X), warps, contrast,
+            energies = warp_energy(X, centers, self.model(X), warps, row_penalty,
                                    self.warp_penalty, self.affine_penalty, self.appearance)
         return energies if allowed is None else energies.masked_fill(~allowed, torch.inf), warps
 
@@ -208,7 +208,8 @@ class WarpGeometry(Geometry):
         if self.appearance is None:
             return warp_images(centers, self.model(X), warps.transpose(0, 1)).transpose(0, 1)
         warped = warp_channels(self.appearance, centers, self.model(X), warps)
-        return self.appearance.transformed(warped, X[:, None], self._contrast(X)[:, None])[0]
+        scale = penalty_scale(X, centers)[:, None]
+        return self.appearance.transformed(warped, X[:, None], scale)[0]
 
     def pair_fit(self, X: torch.Tensor, centers: torch.Tensor, labels: torch.Tensor,
                  warps: torch.Tensor) -> PairFit:
@@ -218,7 +219,7 @@ class WarpGeometry(Geometry):
         if self.appearance is None:
             return PairFit(warps)
         warped = warp_channels(self.appearance, centers[labels], self.model(X), warps[None])[0]
-        coef, offset = self.appearance.fit(warped, X, self._contrast(X))
+        coef, offset = self.appearance.fit(warped, X, penalty_scale(X, centers))
         return PairFit(warps, coef, offset)
 
     def member_rows(self, X: torch.Tensor, centers: torch.Tensor, assignment: Assignment,
@@ -397,7 +398,7 @@ class WarpGeometry(Geometry):
         """The scale of each row's pixel noise variance (n,) float64: its contrast ``c(x)``
         with ``noise="contrast"`` (a constant row is refused), None with "constant"."""
         return None if self.noise == "constant" else check_contrast(
-            self._contrast(X.to(torch.float64)))
+            row_contrast(X.to(torch.float64)))
 
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
                      noise_variance: float | None = None) -> torch.Tensor:
@@ -415,7 +416,7 @@ class WarpGeometry(Geometry):
         def chunk(rows):  # O(chunk) memory: the rows' contrast here, not for all of X
             x = X[rows]
             return warp_log_volume(x, centers[assignment.labels[rows]], model,
-                                   assignment.state.warps[rows], self._contrast(x),
+                                   assignment.state.warps[rows], penalty_scale(x, centers),
                                    self.warp_penalty, self.affine_penalty, self.appearance)
 
         volume = torch.cat(self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: evidence"))
