@@ -15,7 +15,11 @@ weights near 1), and the score carries the per-row variance
 (:meth:`~skxclust._warp_geometry.WarpGeometry.log_evidence`). The assignment of a row does
 not change (its energies to every centroid are divided by the same number); the centroids
 and the comparisons between restarts and split-merge moves do: high-contrast rows no
-longer dominate them. A constant row has no contrast and is refused.
+longer dominate them. A constant row has no contrast and is refused. A nearly constant
+row's noise scale is floored as its penalties are
+(:func:`~skxclust.nn.warp_evidence.penalty_scale`: 1 % of the centroids' mean contrast in
+the score; 1 % of ``scale`` in the weights, which are set before any centroid), so no row
+weighs more than 100 typical ones.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 import torch
 
 from ._dask import dask_row_blocks, is_dask_array
-from .nn.warp_evidence import row_contrast
+from .nn.warp_evidence import PENALTY_FLOOR, row_contrast
 
 __all__ = ["NOISE_MODELS", "check_contrast", "contrast_weights", "input_contrast"]
 
@@ -61,8 +65,8 @@ def input_contrast(X) -> np.ndarray:
 
 def contrast_weights(X, sample_weight: np.ndarray, scale: float | None = None
                      ) -> tuple[np.ndarray, float]:
-    """The objective's row weights ``sample_weight * scale / c(x)`` of the contrast noise
-    model, and ``scale``.
+    """The objective's row weights ``sample_weight * scale / max(c(x), PENALTY_FLOOR *
+    scale)`` of the contrast noise model, and ``scale``.
 
     Parameters
     ----------
@@ -89,4 +93,7 @@ def contrast_weights(X, sample_weight: np.ndarray, scale: float | None = None
     contrast = check_contrast(input_contrast(X))
     if scale is None:
         scale = float(sample_weight @ contrast / sample_weight.sum())
+    # a nearly constant row weighs at most 1 / PENALTY_FLOOR (its noise variance is floored
+    # as its penalties are: without it, a row of contrast 1e-5 c-bar weighed 1e5 rows)
+    contrast = np.maximum(contrast, PENALTY_FLOOR * scale)
     return (sample_weight * (scale / contrast)).astype(sample_weight.dtype), scale

@@ -65,7 +65,7 @@ def warp_sums(X, labels, centers, geometry, distances=None) -> dict:
     X is in the input frame (no shift)."""
     losses = geometry.pairwise(X, centers) if distances is None else distances
     nearest = losses.min(dim=1).values.to(torch.float64)
-    scale = geometry.noise_scale(X)
+    scale = geometry.noise_scale(X, centers)
     nearest = nearest if scale is None else nearest / scale
     evidence = cluster_evidence(losses).max(dim=1).values.to(torch.float64)
     return {"evidence": float(evidence.sum()), "energy": float(nearest.sum()), **row_sums(X)}

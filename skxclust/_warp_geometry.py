@@ -56,11 +56,11 @@ class WarpGeometry(Geometry):
 
     An assignment fits the warps afresh, from the identity (``predict``'s schedule; from
     centroids blurred by ``blur_widths`` pixels to sharp ones, see
-    :func:`skxclust.nn.graduated.graduated_fit_warps`). Within
-    one Lloyd run (:meth:`for_rows`) the passes after the first continue every pair's warp
-    from the previous pass (:func:`skxclust.nn.warp_refit.refit_warps`), and the run's
-    final assignment (:meth:`refine`) fits afresh again, so a fit assigns its rows exactly
-    as ``predict`` assigns new ones. The first pass of a run fits at most
+    :func:`skxclust.nn.graduated.graduated_fit_warps`). Within one Lloyd run
+    (:meth:`for_rows`) the passes after the first continue every pair's warp from the
+    previous pass (:func:`skxclust.nn.warp_refit.refit_warps`), and the run's final
+    assignment (:meth:`refine`) fits afresh again, so a fit assigns its rows exactly as
+    ``predict`` assigns new ones. The first pass of a run fits at most
     :data:`FIRST_PASS_CANDIDATES` candidates of a row fully (see there).
 
     The update is split into sufficient statistics that add up over row blocks
@@ -95,17 +95,14 @@ class WarpGeometry(Geometry):
         self.coarse_steps = coarse_steps
         self.blur_widths = tuple(blur_widths)  # a fresh fit's centroid blurs (nn/graduated)
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
-        # None, or the appearance transformation fitted for every pair (nn/appearance.py)
-        self.appearance = None if appearance is None else Appearance(appearance,
-                                                                     appearance_penalty)
+        self.appearance = (None if appearance is None  # fitted per pair (nn/appearance.py)
+                           else Appearance(appearance, appearance_penalty))
         self.verbose = verbose
         self._models: dict = {}
-        # None outside a Lloyd run; within one (for_rows): "warps", those of every pair of
-        # the last pass, (n, K, n_basis, ndim) (None before the first), and "as_predicted",
-        # whether that pass fitted as predict does (not continued, nor capped)
+        # None outside a Lloyd run; within one (for_rows): "warps" of every pair of the last
+        # pass (n, K, n_basis, ndim) (None before it), "as_predicted": fitted as predict does
         self.lloyd_run: dict | None = None
-        # in a grouped run (grouped()): the groups of the rows (n,) and centroids (K,), and
-        # the most centroids in a group; None otherwise
+        # grouped runs (grouped()): row groups (n,), centroid groups (K,), most in a group; or None
         self.groups: tuple[torch.Tensor, torch.Tensor, int] | None = None
 
     @property
@@ -394,11 +391,14 @@ class WarpGeometry(Geometry):
         # the (n, K) distances go along: moves and statistics need not align again
         return Assignment(labels, dists, state, distances)
 
-    def noise_scale(self, X: torch.Tensor) -> torch.Tensor | None:
-        """The scale of each row's pixel noise variance (n,) float64: its contrast ``c(x)``
-        with ``noise="contrast"`` (a constant row is refused), None with "constant"."""
-        return None if self.noise == "constant" else check_contrast(
-            row_contrast(X.to(torch.float64)))
+    def noise_scale(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor | None:
+        """The scale of each row's pixel noise variance (n,) float64: None with
+        ``noise="constant"``; with "contrast" the row's penalty scale (one prior for the noise
+        and the penalties of every row, faint ones too; a constant row is refused)."""
+        if self.noise == "constant":
+            return None
+        check_contrast(row_contrast(X.to(torch.float64)))
+        return penalty_scale(X.to(torch.float64), centers.to(torch.float64))
 
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
                      noise_variance: float | None = None) -> torch.Tensor:
@@ -421,7 +421,7 @@ class WarpGeometry(Geometry):
 
         volume = torch.cat(self.map_chunks(chunk, X, desc="SpatialTransformerKMeans: evidence"))
         return laplace_log_evidence(assignment.distances, volume, X.shape[1], noise_variance,
-                                    self.noise_scale(X))
+                                    self.noise_scale(X, centers))
 
     # -- sufficient statistics, for the streaming and blockwise fits ---------------------
     def partial_sums(self, X, centers, assignment, sample_weight):

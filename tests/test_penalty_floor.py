@@ -1,6 +1,7 @@
 """The floor of a row's warp penalty (skxclust.nn.warp_evidence.penalty_scale): a
 constant row keeps a regularised warp and a score on the scale of the other rows', and
-rows above the floor fit and score as without it."""
+rows above the floor fit and score as without it. Under noise="contrast" a nearly
+constant row's noise scale is that floored penalty scale, and its weight at most 100."""
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from test_appearance import _channels, _profiled
 
 import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
+from skxclust._noise import contrast_weights
 from skxclust.nn.warp_evidence import PENALTY_FLOOR, penalty_scale, row_contrast
 from skxclust.nn.warps import warp_images
 
@@ -148,3 +150,44 @@ def test_appearance_coefficients_of_a_blank_row_minimise_its_floored_energy(mode
             torch.testing.assert_close(fit.state.coef[i], coef[:-1])
             torch.testing.assert_close(fit.state.offset[i], coef[-1])
     assert abs(float(fit.state.coef[0, 0])) > 1e-3
+
+
+def faint_rows(n=2):
+    # nearly constant rows (a blank page with a little sensor noise): contrast ~6e-5, a
+    # hundred-thousandth of a digit's
+    return 5.0 + 1e-3 * np.random.default_rng(0).standard_normal((n, 64))
+
+
+@pytest.mark.parametrize("noise", ["constant", "contrast"])
+def test_a_faint_row_scores_on_the_scale_of_the_digits_under_either_noise_model(noise):
+    # with noise="contrast" its variance was sigma^2 c(x) while its energy held penalties
+    # on another scale: -3e5 per row (and -4e7 once the penalties were floored, until the
+    # noise scale followed them); with "constant", -320 for a digit's -140 to -180
+    model = fitted(4) if noise == "constant" else SpatialTransformerKMeans(
+        4, n_landmarks=4, random_state=0, max_iter=3, noise=noise).fit(digits()[0])
+    digit_scores = [model.score(row[None]) for row in digits()[1][:10]]
+    for row in faint_rows():
+        assert min(digit_scores) - 50.0 < model.score(row[None]) < max(digit_scores) + 50.0
+
+
+def test_a_faint_row_weighs_at_most_a_hundred_rows_under_contrast_noise():
+    X = np.vstack([digits()[0][:20], faint_rows()])
+    weights, scale = contrast_weights(X, np.ones(22))
+    c = row_contrast(torch.as_tensor(X)).numpy()
+    assert scale == pytest.approx(c.mean(), rel=1e-12)
+    np.testing.assert_allclose(weights[:20], scale / c[:20], rtol=1e-12)
+    np.testing.assert_allclose(weights[20:], 1.0 / PENALTY_FLOOR, rtol=1e-12)  # was ~1e5
+
+
+@pytest.mark.parametrize("noise", ["constant", "contrast"])
+def test_the_noise_scale_is_the_penalty_scale_under_contrast_noise(noise):
+    geometry = SpatialTransformerKMeans(3, noise=noise)._make_geometry(64)
+    X = torch.as_tensor(np.vstack([digits()[1][:3], faint_rows()]), dtype=torch.float32)
+    centers = torch.as_tensor(digits()[0][:3], dtype=torch.float32)
+    scale = geometry.noise_scale(X, centers)
+    if noise == "constant":
+        assert scale is None
+        return
+    assert scale.dtype == F64
+    torch.testing.assert_close(scale, penalty_scale(X.double(), centers.double()),
+                               rtol=1e-15, atol=0.0)
