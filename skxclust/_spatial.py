@@ -42,7 +42,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     affine part (translation and linear map, in normalised coordinates where the image
     spans ``[-1, 1]``). Neither term changes its meaning with ``n_landmarks``, so the same
     penalties suit every grid. :math:`\lambda(x) = \lVert x - \bar x\rVert^2` is the
-    contrast of the sample, so the model is invariant to the scale and offset of the data.
+    contrast of the sample, so the model is invariant to the scale of the data. It is not
+    invariant to an offset: what a warp brings in from outside the frame is 0, so the
+    data's background should be 0 (subtract it first where it is not).
     By default the warped centroid also takes a gain and offset per pair (``appearance``).
 
     The distance is the *optimum* of this regularised fit, not the result of a step

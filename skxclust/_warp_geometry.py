@@ -50,9 +50,9 @@ class WarpGeometry(Geometry):
     ``d(x, mu) = min_v ||x - S_v mu||^2 + c(x) * (warp_penalty * bend(v) + affine_penalty *
     ||a(v)||^2)`` with ``c(x) = ||x - mean(x)||^2`` (the sample's contrast, at least 1 % of
     the centroids' mean contrast: :func:`~skxclust.nn.warp_evidence.penalty_scale`; so the
-    objective is invariant to the scale and offset of the data): the centroid is warped
-    onto the sample (the sample is never resampled), and the warp is the optimum of this
-    regularised fit (:func:`skxclust.nn.warp_solver.fit_warps`).
+    objective is invariant to the scale of the data, not to an offset: the warped centroid
+    is padded with zeros): the centroid is warped onto the sample (the sample is never
+    resampled); the warp is the optimum of this regularised fit (:func:`skxclust.nn.fit_warps`).
 
     An assignment fits the warps afresh, from the identity (``predict``'s schedule; from
     centroids blurred by ``blur_widths`` pixels to sharp ones, see

@@ -60,7 +60,7 @@ def test_penalty_scale_is_the_contrast_above_the_floor_and_the_floor_below():
 
 @pytest.mark.parametrize("scale, offset", [(2.0**-30, 0.0), (3.0, -5.0), (1e6, 1e3)])
 def test_penalty_scale_scales_as_the_square_of_the_data_and_ignores_its_offset(scale, offset):
-    # the fit's invariance to the unit and offset of the data holds at the floor too
+    # the penalties stay invariant to the unit and offset of the data at the floor too
     g = torch.Generator().manual_seed(1)
     centers = torch.randn(3, 10, generator=g, dtype=F64)
     X = torch.randn(3, 10, generator=g, dtype=F64)

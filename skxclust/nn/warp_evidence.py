@@ -172,7 +172,7 @@ def penalty_scale(X: torch.Tensor, centers: torch.Tensor,
     """The scale of each row's warp and appearance penalty (n,): its contrast
     :func:`row_contrast`, at least ``floor`` times the mean contrast of ``centers``.
 
-    Both scale as the square of the data (and ignore its offset), so the fit stays
+    Both scale as the square of the data (and ignore its offset), so the penalties stay
     invariant to the scale and offset of the data; the floor keeps a constant or nearly
     constant row's warp regularised (see :data:`PENALTY_FLOOR`).
 
