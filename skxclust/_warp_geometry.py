@@ -100,9 +100,10 @@ class WarpGeometry(Geometry):
         self.verbose = verbose
         self._models: dict = {}
         # None outside a Lloyd run; within one (for_rows): "warps" of every pair of the last
-        # pass (n, K, n_basis, ndim) (None before it), "as_predicted": fitted as predict does
+        # pass (n, K, n_basis, ndim) (None before it), "as_predicted": whether that pass
+        # fitted as predict does (neither continued nor capped)
         self.lloyd_run: dict | None = None
-        # grouped runs (grouped()): row groups (n,), centroid groups (K,), most in a group; or None
+        # grouped() runs: (row groups (n,), centroid groups (K,), most centroids in a group)
         self.groups: tuple[torch.Tensor, torch.Tensor, int] | None = None
 
     @property
@@ -126,7 +127,6 @@ class WarpGeometry(Geometry):
         the fits run at full resolution only (``coarse_steps`` None or a small image)."""
         shape = None if self.coarse_steps is None else coarse_shape(tuple(self.image_shape))
         return None if shape is None else self.model(X, shape)
-
 
     def use_model_cache(self, cache: dict) -> None:
         """Keep the warp models in ``cache`` (shared by the dask workers' tasks of a fit:
