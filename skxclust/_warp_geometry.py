@@ -392,13 +392,13 @@ class WarpGeometry(Geometry):
         return Assignment(labels, dists, state, distances)
 
     def noise_scale(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor | None:
-        """The scale of each row's pixel noise variance (n,) float64: None with
-        ``noise="constant"``; with "contrast" the row's penalty scale (one prior for the noise
-        and the penalties of every row, faint ones too; a constant row is refused)."""
+        """Each row's pixel-noise variance scale (n,) float64: None with "constant" noise; with
+        "contrast" its penalty scale (one prior for noise and penalties; constant rows refused)."""
         if self.noise == "constant":
             return None
-        check_contrast(row_contrast(X.to(torch.float64)))
-        return penalty_scale(X.to(torch.float64), centers.to(torch.float64))
+        x = X.to(torch.float64)
+        check_contrast(row_contrast(x))
+        return penalty_scale(x, centers.to(torch.float64))
 
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
                      noise_variance: float | None = None) -> torch.Tensor:

@@ -159,11 +159,12 @@ def faint_rows(n=2):
 
 
 @pytest.mark.parametrize("noise", ["constant", "contrast"])
-def test_a_faint_row_scores_on_the_scale_of_the_digits_under_either_noise_model(noise):
+def test_a_faint_row_scores_on_the_scale_of_the_digits_under_either_noise_model(models,
+                                                                               noise):
     # with noise="contrast" its variance was sigma^2 c(x) while its energy held penalties
     # on another scale: -3e5 per row (and -4e7 once the penalties were floored, until the
     # noise scale followed them); with "constant", -320 for a digit's -140 to -180
-    model = fitted(4) if noise == "constant" else SpatialTransformerKMeans(
+    model = models[4] if noise == "constant" else SpatialTransformerKMeans(
         4, n_landmarks=4, random_state=0, max_iter=3, noise=noise).fit(digits()[0])
     digit_scores = [model.score(row[None]) for row in digits()[1][:10]]
     for row in faint_rows():
