@@ -172,8 +172,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         contrast: rows weigh ``mean(c) / c(x)`` in the fit (on top of ``sample_weight``;
         assignments unchanged, centroids no longer dominated by bold rows) and
         :meth:`score` uses the per-row variance (compare the two by ``score``; user guide,
-        "Model selection"). Constant rows are refused; a nearly constant row's contrast
-        counts as 1 % of the mean (it weighs at most 100 rows).
+        "Model selection"). Constant rows are refused; a nearly constant row's noise
+        is floored at that of a row with a tenth of the mean contrast (it weighs at most
+        10 rows).
     n_candidates : int or None, default=None
         Screening: after the affine steps and ``screen_steps`` full steps, at most this
         many centroids (those of lowest energy) keep being fitted for a sample. None: no

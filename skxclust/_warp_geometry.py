@@ -12,7 +12,7 @@ import time
 import torch
 
 from ._geometry import Assignment, Geometry
-from ._noise import check_contrast
+from ._noise import NOISE_FLOOR, check_contrast
 from ._pair_fit import PairFit
 from ._progress import track
 from ._relocation import relocate_in_groups
@@ -393,12 +393,12 @@ class WarpGeometry(Geometry):
 
     def noise_scale(self, X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor | None:
         """Each row's pixel-noise variance scale (n,) float64: None with "constant" noise; with
-        "contrast" its penalty scale (one prior for noise and penalties; constant rows refused)."""
+        "contrast" its contrast, at least NOISE_FLOOR of the centroids' (constant rows refused)."""
         if self.noise == "constant":
             return None
         x = X.to(torch.float64)
         check_contrast(row_contrast(x))
-        return penalty_scale(x, centers.to(torch.float64))
+        return penalty_scale(x, centers.to(torch.float64), floor=NOISE_FLOOR)
 
     def log_evidence(self, X: torch.Tensor, centers: torch.Tensor,
                      noise_variance: float | None = None) -> torch.Tensor:

@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.datasets import load_digits
 
 from skxclust import SpatialTransformerKMeans
-from skxclust._noise import contrast_weights
+from skxclust._noise import NOISE_FLOOR, contrast_weights
 from skxclust.nn.warp_evidence import laplace_log_evidence, row_contrast
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -27,6 +27,11 @@ def contrast(X):
     return ((X - X.mean(1, keepdims=True)) ** 2).sum(1)
 
 
+def floored(c, scale):
+    """The contrasts ``c`` floored at NOISE_FLOOR times ``scale`` (a row's noise scale)."""
+    return np.maximum(c, NOISE_FLOOR * scale)
+
+
 @pytest.mark.parametrize("appearance", ["none", "intensity"])
 def test_contrast_noise_fits_as_the_constant_model_with_rows_weighed_by_mean_over_contrast(
         digits, appearance):
@@ -34,7 +39,7 @@ def test_contrast_noise_fits_as_the_constant_model_with_rows_weighed_by_mean_ove
     ours = SpatialTransformerKMeans(6, appearance=appearance, noise="contrast", **FAST)
     ours.fit(digits)
     weighted = SpatialTransformerKMeans(6, appearance=appearance, **FAST)
-    weighted.fit(digits, sample_weight=c.mean() / c)
+    weighted.fit(digits, sample_weight=c.mean() / floored(c, c.mean()))
     # (the same weights up to rounding: their mean is taken in another order)
     np.testing.assert_allclose(ours.cluster_centers_, weighted.cluster_centers_, rtol=1e-10,
                                atol=1e-12)
@@ -49,7 +54,8 @@ def test_contrast_weights_multiply_the_sample_weights_and_are_relative_to_their_
     weights, scale = contrast_weights(digits, w)
     c = contrast(digits)
     assert scale == pytest.approx(w @ c / w.sum())
-    np.testing.assert_allclose(weights, w * scale / c)
+    assert 0 < np.sum(c < NOISE_FLOOR * scale) < len(c) // 4  # its faintest rows: floored
+    np.testing.assert_allclose(weights, w * scale / floored(c, scale))
     # a dask array and a torch tensor give the same weights
     np.testing.assert_allclose(contrast_weights(da.from_array(digits, chunks=50), w)[0], weights)
     np.testing.assert_allclose(contrast_weights(torch.as_tensor(digits), w)[0], weights)
@@ -66,7 +72,8 @@ def test_the_noise_model_changes_the_centroids_never_the_assignment_to_them(digi
 def test_contrast_noise_variance_is_the_mean_distance_per_pixel_and_unit_of_contrast(digits):
     est = SpatialTransformerKMeans(6, noise="contrast", **FAST).fit(digits)
     energy = est.transform(digits).min(1) ** 2  # all 240 rows are the statistics' rows
-    expected = np.mean(energy / contrast(digits)) / digits.shape[1]
+    scale = floored(contrast(digits), contrast(est.cluster_centers_).mean())
+    expected = np.mean(energy / scale) / digits.shape[1]
     assert est.noise_variance_ == pytest.approx(expected, rel=1e-4)
 
 
@@ -127,9 +134,9 @@ def test_partial_fit_weighs_later_chunks_relative_to_the_first_chunks_mean_contr
     scale = est._row_weight_scale
     assert scale == pytest.approx(contrast(first).mean())
     reference = SpatialTransformerKMeans(6, **FAST)
-    reference.partial_fit(first, sample_weight=scale / contrast(first))
+    reference.partial_fit(first, sample_weight=scale / floored(contrast(first), scale))
     est.partial_fit(second)
-    reference.partial_fit(second, sample_weight=scale / contrast(second))
+    reference.partial_fit(second, sample_weight=scale / floored(contrast(second), scale))
     assert est._row_weight_scale == scale
     np.testing.assert_allclose(est.cluster_centers_, reference.cluster_centers_, rtol=1e-10)
 
@@ -138,7 +145,8 @@ def test_a_dask_fit_weighs_the_rows_as_the_in_memory_fit(digits):
     X = da.from_array(digits, chunks=80)
     c = contrast(digits)
     ours = SpatialTransformerKMeans(6, noise="contrast", **FAST).fit(X)
-    weighted = SpatialTransformerKMeans(6, **FAST).fit(X, sample_weight=c.mean() / c)
+    weighted = SpatialTransformerKMeans(6, **FAST).fit(X, sample_weight=c.mean() /
+                                                        floored(c, c.mean()))
     np.testing.assert_allclose(ours.cluster_centers_, weighted.cluster_centers_, rtol=1e-10)
 
 

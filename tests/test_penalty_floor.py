@@ -11,7 +11,7 @@ from test_appearance import _channels, _profiled
 
 import skxclust._warp_geometry as warp_geometry
 from skxclust import SpatialTransformerKMeans
-from skxclust._noise import contrast_weights
+from skxclust._noise import NOISE_FLOOR, contrast_weights
 from skxclust.nn.warp_evidence import PENALTY_FLOOR, penalty_scale, row_contrast
 from skxclust.nn.warps import warp_images
 
@@ -158,30 +158,65 @@ def faint_rows(n=2):
     return 5.0 + 1e-3 * np.random.default_rng(0).standard_normal((n, 64))
 
 
+@pytest.fixture(scope="module")
+def contrast_models():
+    return {n: SpatialTransformerKMeans(4, n_landmarks=n, random_state=0, max_iter=3,
+                                        noise="contrast").fit(digits()[0]) for n in (4, 9)}
+
+
 @pytest.mark.parametrize("noise", ["constant", "contrast"])
-def test_a_faint_row_scores_on_the_scale_of_the_digits_under_either_noise_model(models,
-                                                                               noise):
+def test_a_faint_row_scores_on_the_scale_of_the_digits_under_either_noise_model(
+        models, contrast_models, noise):
     # with noise="contrast" its variance was sigma^2 c(x) while its energy held penalties
     # on another scale: -3e5 per row (and -4e7 once the penalties were floored, until the
-    # noise scale followed them); with "constant", -320 for a digit's -140 to -180
-    model = models[4] if noise == "constant" else SpatialTransformerKMeans(
-        4, n_landmarks=4, random_state=0, max_iter=3, noise=noise).fit(digits()[0])
+    # noise scale followed them); with "constant", -320 for a digit's -140 to -180. Under
+    # "contrast" its variance is floored at a tenth of the centroids' mean contrast, so its
+    # density may exceed a typical digit's by the normaliser, P/2 log 10 = 74 nats (it does:
+    # -75 for the digits' -147 to -180)
+    model = (models if noise == "constant" else contrast_models)[4]
     digit_scores = [model.score(row[None]) for row in digits()[1][:10]]
+    above = 0.0 if noise == "constant" else 32 * np.log(1.0 / NOISE_FLOOR)
     for row in faint_rows():
-        assert min(digit_scores) - 50.0 < model.score(row[None]) < max(digit_scores) + 50.0
+        assert min(digit_scores) - 50.0 < model.score(row[None]) < max(digit_scores) + \
+            above + 50.0
 
 
-def test_a_faint_row_weighs_at_most_a_hundred_rows_under_contrast_noise():
+def test_faint_rows_leave_the_ranking_of_n_landmarks_by_score_under_contrast_noise(
+        contrast_models):
+    X_test = digits()[1]
+    with_faint = np.vstack([X_test, faint_rows()])
+    clean = [contrast_models[n].score(X_test) for n in (4, 9)]
+    faint = [contrast_models[n].score(with_faint) for n in (4, 9)]
+    assert (clean[1] > clean[0]) == (faint[1] > faint[0])
+    assert abs((faint[1] - faint[0]) - (clean[1] - clean[0])) < 0.1 * abs(clean[1] - clean[0])
+
+
+def test_a_faint_row_weighs_at_most_ten_rows_under_contrast_noise():
+    # its noise variance is floored at that of a row with a tenth of the mean contrast
+    # (was ~1e5 rows without a floor, 100 with the penalties' 1 %)
     X = np.vstack([digits()[0][:20], faint_rows()])
     weights, scale = contrast_weights(X, np.ones(22))
     c = row_contrast(torch.as_tensor(X)).numpy()
     assert scale == pytest.approx(c.mean(), rel=1e-12)
+    assert NOISE_FLOOR == 0.1
     np.testing.assert_allclose(weights[:20], scale / c[:20], rtol=1e-12)
-    np.testing.assert_allclose(weights[20:], 1.0 / PENALTY_FLOOR, rtol=1e-12)  # was ~1e5
+    np.testing.assert_allclose(weights[20:], 1.0 / NOISE_FLOOR, rtol=1e-12)
+
+
+def test_rows_above_the_noise_floor_weigh_the_mean_contrast_over_theirs():
+    # a row at a fifth of the mean contrast is above the floor: unfloored weight 5
+    X = np.vstack([digits()[0][:20], faint_rows()])
+    c = row_contrast(torch.as_tensor(X)).numpy()
+    faint = X[20] - X[20].mean()
+    X[20] = X[20].mean() + faint * np.sqrt(0.2 * c.mean() / c[20])  # contrast 0.2 c-bar
+    weights, scale = contrast_weights(X, np.ones(22))
+    assert weights[20] == pytest.approx(scale / float(row_contrast(torch.as_tensor(X[20:21]))[0]),
+                                        rel=1e-9)
+    assert 4.0 < weights[20] < 6.0
 
 
 @pytest.mark.parametrize("noise", ["constant", "contrast"])
-def test_the_noise_scale_is_the_penalty_scale_under_contrast_noise(noise):
+def test_the_noise_scale_is_the_contrast_floored_at_a_tenth_of_the_centroids(noise):
     geometry = SpatialTransformerKMeans(3, noise=noise)._make_geometry(64)
     X = torch.as_tensor(np.vstack([digits()[1][:3], faint_rows()]), dtype=torch.float32)
     centers = torch.as_tensor(digits()[0][:3], dtype=torch.float32)
@@ -190,5 +225,8 @@ def test_the_noise_scale_is_the_penalty_scale_under_contrast_noise(noise):
         assert scale is None
         return
     assert scale.dtype == F64
-    torch.testing.assert_close(scale, penalty_scale(X.double(), centers.double()),
-                               rtol=1e-15, atol=0.0)
+    floor = NOISE_FLOOR * float(row_contrast(centers.double()).mean())
+    expected = row_contrast(X.double()).clamp_min(floor)
+    torch.testing.assert_close(scale, expected, rtol=1e-12, atol=0.0)
+    torch.testing.assert_close(scale[3:], torch.full((2,), floor, dtype=F64), rtol=1e-12,
+                               atol=0.0)  # the faint rows sit on the floor
