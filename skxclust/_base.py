@@ -448,7 +448,7 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             original = None if seeding.init_array is None else \
                 torch.as_tensor(seeding.init_array, dtype=Xt.dtype, device=device)
             counts = torch.zeros(self.n_clusters, dtype=torch.float64, device=device)
-        else:  # continue from the centroids, in predict's frame (geometry.inference_origin)
+        else:  # continue from the centroids, in predict's frame (_inference_origin)
             centers = original = fitted_tensor(self.cluster_centers_, device, copy=True)
             if centers.shape[1] != Xt.shape[1]:
                 raise ValueError(f"X maps to {Xt.shape[1]} features but the centroids have "

@@ -32,7 +32,6 @@ from .nn.sparse import row_block
 
 __all__ = ["KMeansInferenceMixin", "frame_like_transform", "inference_threads"]
 
-
 def inference_threads(X: torch.Tensor, n_clusters: int):
     """Thread setting for one inference pass of X against the centroids (see _threads)."""
     return pass_threads(Work("inference", X.shape[0] * X.shape[1] * n_clusters, X.device))
