@@ -299,11 +299,10 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             self._finish_fit(result, plan, space=space, n_steps=0, counts=cluster_counts(
                 result.labels, sw_np, self.n_clusters))
             if not is_dask_array(X) and not sp.issparse(X):
-                self._labels_as_predicted(raw, plan, sw_np, space, result.origin)
+                self._labels_as_predicted(raw, plan, sw_np, space)
         return self
 
-    def _labels_as_predicted(self, X, plan: FitPlan, sw_np, space: ArraySpace,
-                             origin: np.ndarray) -> None:
+    def _labels_as_predicted(self, X, plan: FitPlan, sw_np, space: ArraySpace) -> None:
         """Make ``labels_`` what ``predict(X)`` returns after a fit in a shifted frame.
 
         A translation-invariant fit assigns the rows in the frame of the data's mean;
@@ -311,10 +310,9 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
         to the dtype of X, and ``predict`` assigns to those in the frame of their own mean.
         Two nearly equidistant centroids can swap in between (float32 rows near 1000 with
         a spread of 0.1: distances 0.036394 and 0.036388 to two centroids); such rows take
-        the label ``predict`` gives them, and the cluster weights follow. So after a fit in
-        the frame of a background (``origin`` (D,) not 0): predict moves them back into it.
+        the label ``predict`` gives them, and the cluster weights follow.
         """
-        if not (plan.geometry.translation_invariant or np.any(origin)):
+        if not plan.geometry.translation_invariant:
             return
         predicted = self.predict(X)  # int64, in the space of labels_
         labels = to_torch(predicted)
@@ -448,14 +446,12 @@ class BaseTorchKMeans(KMeansInferenceMixin, ClassNamePrefixFeaturesOutMixin, Tra
             original = None if seeding.init_array is None else \
                 torch.as_tensor(seeding.init_array, dtype=Xt.dtype, device=device)
             counts = torch.zeros(self.n_clusters, dtype=torch.float64, device=device)
-        else:  # continue from the centroids, in predict's frame (_inference_origin)
+        else:  # continue from the centroids, in the frame of their mean
             centers = original = fitted_tensor(self.cluster_centers_, device, copy=True)
             if centers.shape[1] != Xt.shape[1]:
                 raise ValueError(f"X maps to {Xt.shape[1]} features but the centroids have "
                                  f"{centers.shape[1]}.")
-            origin = geometry.inference_origin(centers, Xt)
-            Xt, shift = into_fit_frame(Xt, sw, geometry, shift=torch.zeros_like(
-                centers[0]) if origin is None else origin)
+            Xt, shift = into_fit_frame(Xt, sw, geometry, shift=centers.mean(dim=0))
             centers = centers - shift
             counts = fitted_tensor(self._counts, device, copy=True)
         with pass_threads(geometry.pass_work(Xt, centers)):

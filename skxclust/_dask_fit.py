@@ -35,7 +35,6 @@ from ._geometry import Farthest
 from ._lloyd import FitResult, best_index, lloyd_iterations, scaled_tol
 from ._threads import pass_threads
 from ._validation import check_magnitude, resolve_device, to_tensor
-from .nn.background import background_level
 
 __all__ = ["INIT_SAMPLE", "fit_blockwise"]
 
@@ -334,13 +333,8 @@ def _prepare(X, sw_np, frame, tol: float):
     moments = _moments(blocks, frame)
     torch_dtype = torch.float32 if frame.dtype == np.float32 else torch.float64
     shift = (moments["wx"] / moments["wsum"]).to(torch_dtype)
-    geometry = frame.geometry()
-    if not geometry.translation_invariant:  # the images' background (fit_origin), or 0
-        pixels = geometry.background_pixels
-        level = 0.0 if pixels is None else background_level(
-            torch.as_tensor(np.asarray(X[:, pixels.numpy()].compute(), dtype=frame.dtype)),
-            torch.as_tensor(sw_np), torch.arange(pixels.shape[0]))
-        shift = torch.full_like(shift, level)
+    if not frame.geometry().translation_invariant:
+        shift = torch.zeros_like(shift)
     check_magnitude(torch.stack([moments["hi"] - shift, moments["lo"] - shift]))
     tol = scaled_tol(tol, n_samples, lambda: moments["m2"] / n_samples)
     return blocks, frame.with_shift(shift.numpy()), shift, tol

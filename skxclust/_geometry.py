@@ -19,7 +19,6 @@ import torch
 
 from ._relocation import relocate_empty
 from ._threads import Work
-from .nn.sparse import is_sparse
 
 __all__ = ["Assignment", "Farthest", "Geometry"]
 
@@ -70,21 +69,11 @@ class Geometry:
         True when distances do not change if X and the centroids are shifted together
         (the fits then centre the data for numerical accuracy). The contract's one flag: a
         property of the distance, not of an implementation.
-    background_pixels : LongTensor or None
-        Where the distance pads with zeros (a warp brings in 0 from outside the image):
-        the pixels whose weighted median is the data's background (the border), the fits
-        and inference computing in the frame ``X - background``
-        (:func:`skxclust.nn.background.background_level`). None: no padding.
-    background : float
-        A padding geometry's fitted background (the fit's origin in every pixel), the
-        origin of inference's frame (:meth:`inference_origin`); 0 before a fit.
     batch_size : int
         Rows processed at once (see :meth:`chunks`).
     """
 
     translation_invariant = True
-    background_pixels: torch.Tensor | None = None
-    background = 0.0
     batch_size = 4096
 
     # -- distances ------------------------------------------------------------------
@@ -210,22 +199,7 @@ class Geometry:
         return torch.stack(labels), torch.stack(dists), list(states), torch.stack(sums), \
             torch.stack(weight)
 
-    # -- frames and execution ---------------------------------------------------------
-    def inference_origin(self, centers: torch.Tensor, X: torch.Tensor) -> torch.Tensor | None:
-        """The origin (D,) of the frame inference computes in (and a ``partial_fit`` step
-        after the first), or None: the input frame. On dense rows X, for a translation-
-        invariant geometry the mean of the fitted ``centers`` (K, D), for numerical
-        accuracy; for a padding one its :attr:`background` in every pixel (None if 0)."""
-        if is_sparse(X):
-            return None
-        if self.translation_invariant:
-            return centers.mean(dim=0)
-        return centers.new_full(centers.shape[1:], self.background) if self.background else None
-
-    def block_rows(self, batch_size: int) -> int:
-        """Rows per call of the geometry in a chunked inference pass: ``batch_size``."""
-        return batch_size
-
+    # -- execution --------------------------------------------------------------------
     def chunks(self, n: int) -> list[slice]:
         """The row slices of ``batch_size`` rows that cover ``range(n)``."""
         return [slice(i, min(i + self.batch_size, n)) for i in range(0, n, self.batch_size)]

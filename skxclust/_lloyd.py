@@ -22,51 +22,31 @@ from ._geometry import Assignment, Geometry
 from ._progress import progress
 from ._threads import intra_op_threads, map_jobs, pass_threads, torch_threads
 from ._validation import check_magnitude
-from .nn.background import background_level
 from .nn.sparse import is_sparse
 
 __all__ = ["FitResult", "LloydFit", "Restarts", "assign_every_row", "best_index", "best_refined",
-           "best_restart", "fit_origin", "into_fit_frame", "lloyd", "lloyd_iterations",
-           "restart_fit", "scaled_tol"]
+           "best_restart", "into_fit_frame", "lloyd", "lloyd_iterations", "restart_fit",
+           "scaled_tol"]
 
 
 def into_fit_frame(X: torch.Tensor, sample_weight: torch.Tensor, geometry: Geometry,
                    shift: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Move the rows X (n, D) into the frame a fit computes in: ``(X - shift, shift)``.
 
-    ``shift`` (D,) defaults to :func:`fit_origin` (zeros where it is None). A zero shift
-    returns X as it is: it may share the caller's memory, and nothing writes into it;
-    otherwise a new tensor. Either way the magnitude of the rows is checked.
+    A translation-invariant geometry on dense rows works on data centred by ``shift``
+    (default: the weighted mean of X; a new tensor), for numerical accuracy. Otherwise
+    ``shift`` is zero and X is returned as it is: it may share the caller's memory, and
+    nothing writes into it; sparse rows stay uncentred (as in scikit-learn: centring
+    would densify them). Either way the magnitude of the rows is checked.
     """
-    if shift is None:
-        shift = fit_origin(X, sample_weight, geometry)
-    if shift is None:
-        shift = torch.zeros(X.shape[1], dtype=X.dtype, device=X.device)
-    elif bool(shift.any()):
+    if geometry.translation_invariant and not is_sparse(X):
+        if shift is None:
+            shift = weighted_mean(X, sample_weight)
         X = X - shift
+    else:
+        shift = torch.zeros(X.shape[1], dtype=X.dtype, device=X.device)
     check_magnitude(X)
     return X, shift
-
-
-def fit_origin(X: torch.Tensor, sample_weight: torch.Tensor,
-               geometry: Geometry) -> torch.Tensor | None:
-    """The origin (D,) of the frame a fit of the rows X (n, D) computes in, or None (the
-    input frame).
-
-    A translation-invariant geometry on dense rows: the weighted mean of X, for numerical
-    accuracy. A geometry that pads with zeros (``background_pixels``): the images'
-    background, the weighted median of those pixels, in every pixel (None where it is 0),
-    which makes the fit invariant to an offset of the data. Sparse rows stay uncentred (as
-    in scikit-learn: centring would densify them).
-    """
-    if is_sparse(X):
-        return None
-    if geometry.translation_invariant:
-        return weighted_mean(X, sample_weight)
-    if geometry.background_pixels is None:
-        return None
-    level = background_level(X, sample_weight, geometry.background_pixels)
-    return X.new_full((X.shape[1],), level) if level else None
 
 
 def weighted_mean(X: torch.Tensor, sample_weight: torch.Tensor) -> torch.Tensor:

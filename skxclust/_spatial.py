@@ -42,8 +42,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     affine part (translation and linear map, in normalised coordinates where the image
     spans ``[-1, 1]``). Neither term changes its meaning with ``n_landmarks``, so the same
     penalties suit every grid. :math:`\lambda(x) = \lVert x - \bar x\rVert^2` is the
-    contrast of the sample, so the model is invariant to the scale of the data; it computes
-    in the frame of the images' background (``background_``), so also to an offset.
+    contrast of the sample, so the model is invariant to the scale of the data. It is not
+    invariant to an offset: what a warp brings in from outside the frame is 0, so the
+    data's background should be 0 (subtract it first where it is not).
     By default the warped centroid also takes a gain and offset per pair (``appearance``).
 
     The distance is the *optimum* of this regularised fit, not the result of a step
@@ -250,11 +251,6 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         The resolved soft-min stiffness used by :meth:`explain`.
     reference_ : ndarray of shape (n_features,)
         Mean of those training rows (unweighted): the default reference of :meth:`explain`.
-    background_ : float
-        The weighted median of the training rows' border pixels (0 for signals): every
-        method computes in the frame ``X - background_``, so a warp brings in background
-        from outside the image, and a constant added to the data moves ``background_`` and
-        ``cluster_centers_`` only.
     affine_penalty_, n_landmarks_ : float, int
         ``affine_penalty`` and ``n_landmarks`` of the fit, "auto" resolved.
     n_iter_ : int
@@ -419,7 +415,6 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
             warp_dtype=getattr(torch, self.warp_dtype), verbose=self.verbose,
             appearance=None if self.appearance == "none" else self.appearance,
             appearance_penalty=self.appearance_penalty, noise=self.noise,
-            background=getattr(self, "background_", 0.0),  # 0 in a model pickled before it
         )
 
     def _fit_plan(self, n_features: int, affine_penalty: float | None = None) -> FitPlan:

@@ -61,8 +61,8 @@ def warp_sums(X, labels, centers, geometry, distances=None) -> dict:
     energy (relative to the row's noise scale, see
     :meth:`~skxclust._warp_geometry.WarpGeometry.noise_scale`) and their pixels, from the
     same warp fits as ``predict`` (``distances`` (n, K): those fits' distances where the
-    fit has them, else aligned here). X is in the fit's frame: minus the images'
-    background (:func:`skxclust._lloyd.fit_origin`)."""
+    fit has them, else aligned here). A warping geometry is not translation invariant, so
+    X is in the input frame (no shift)."""
     losses = geometry.pairwise(X, centers) if distances is None else distances
     nearest = losses.min(dim=1).values.to(torch.float64)
     scale = geometry.noise_scale(X, centers)
@@ -81,11 +81,8 @@ def warp_statistics(image_shape, beta, n_features: int) -> FitStatistics:
 def warp_attributes(image_shape, beta, n_features: int, stats: dict) -> dict:
     """``image_shape_``, ``beta_`` (``1 / mean f_c(x)`` for "auto"), ``noise_variance_``
     (the mean nearest energy per pixel) and ``reference_`` (the mean row, the default
-    root-point reference of ``explain``) from :func:`warp_sums`, and ``background_`` (the
-    value of every pixel of the fit frame's origin)."""
-    origin = np.asarray(stats["origin"])
+    root-point reference of ``explain``) from :func:`warp_sums`."""
     return {"image_shape_": resolve_warp_shape(image_shape, n_features),
-            "background_": float(origin[0]) if origin.size else 0.0,
             "beta_": fitted_beta(beta, stats),
             "noise_variance_": pixel_noise_variance(stats["energy"], stats["count"], n_features),
             "reference_": mean_row(stats)}
@@ -93,8 +90,7 @@ def warp_attributes(image_shape, beta, n_features: int, stats: dict) -> dict:
 
 class WarpExplanationMixin:
     """``decision_function``, ``explain`` and ``align`` of a warping k-means (its fitted
-    statistics ``beta_``, ``noise_variance_``, ``image_shape_``, ``background_``:
-    :func:`warp_statistics`);
+    statistics ``beta_``, ``noise_variance_``, ``image_shape_``: :func:`warp_statistics`);
     the warps come from the geometry's public
     :meth:`~skxclust._warp_geometry.WarpGeometry.pair_warps`."""
 
@@ -102,26 +98,21 @@ class WarpExplanationMixin:
     image_shape: Any
     beta: Any
     beta_: float
-    batch_size: int
     reference_: np.ndarray
+    _prepare: Callable[..., Any]  # X, method -> (X, centers, geometry, ArraySpace)
     _validated_tensor: Callable[..., Any]  # X, method -> (raw, extremes, ArraySpace)
     _inference_frame: Callable[..., Any]  # raw, extremes -> (X, centers, geometry, shift)
     _framed_chunks: Callable[..., Any]  # X, shift -> iterator of (rows, chunk)
 
-    def _each_warped_chunk(self, X, shift, centers, geometry, fn) -> None:
-        """Call ``fn(rows, x, losses (B, K), warps (B, K, n_basis, D))`` for every chunk of
-        rows of X (in threads, see :meth:`~skxclust._warp_geometry.WarpGeometry.map_chunks`),
-        ``x`` the chunk in the frame of the ``centers`` (minus ``shift``, if not None: one
-        chunk at a time, never a shifted copy of X).
+    def _each_warped_chunk(self, Xt, centers, geometry, fn) -> None:
+        """Call ``fn(rows, losses (B, K), warps (B, K, n_basis, D))`` for every chunk of
+        rows (in threads, see :meth:`~skxclust._warp_geometry.WarpGeometry.map_chunks`).
 
         Uses the same optimisation as ``predict`` (candidate screening and threads
         included), so the arg-max of the evidence is the predicted label.
         """
-        def run(rows):
-            x = X[rows] if shift is None else X[rows] - shift
-            return fn(rows, x, *geometry.pair_warps(x, centers))
-
-        geometry.map_chunks(run, X, desc=type(self).__name__, n_centers=centers.shape[0])
+        geometry.map_chunks(lambda rows: fn(rows, *geometry.pair_warps(Xt[rows], centers)),
+                            Xt, desc=type(self).__name__, n_centers=centers.shape[0])
 
     @blockwise("clusters")
     def decision_function(self, X):
@@ -137,14 +128,13 @@ class WarpExplanationMixin:
         ndarray of shape (n_samples, n_clusters)
             ``argmax`` along axis 1 equals :meth:`predict`; ``+inf`` when n_clusters == 1.
         """
-        raw, extremes, space = self._validated_tensor(X, "decision_function")
-        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+        Xt, centers, geometry, space = self._prepare(X, "decision_function")
         out = space.empty(Xt.shape[0], centers.shape[0], dtype=Xt.dtype)
 
-        def chunk(rows, x, losses, _):
+        def chunk(rows, losses, _):
             out[rows] = cluster_evidence(losses)
 
-        self._each_warped_chunk(Xt, shift, centers, geometry, chunk)
+        self._each_warped_chunk(Xt, centers, geometry, chunk)
         return space.output(out)
 
     @blockwise("features", row_args=("target",))
@@ -190,20 +180,18 @@ class WarpExplanationMixin:
         """
         if frame not in ("input", "centroid"):
             raise ValueError(f"frame must be 'input' or 'centroid', got {frame!r}.")
-        raw, extremes, space = self._validated_tensor(X, "explain")
-        Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
+        Xt, centers, geometry, space = self._prepare(X, "explain")
         n_clusters = centers.shape[0]
         check_explainable_n_clusters(n_clusters)
         beta = self.beta_ if beta is None else check_beta(beta)
         tgt_np = None if target is None else check_target(target, Xt.shape[0], n_clusters, None)
         ref_t = reference_tensor(reference, getattr(self, "reference_", None), Xt.shape[1],
                                  Xt.device, Xt.dtype)
-        if shift is not None and ref_t is not None:  # in the frame of the background
-            ref_t = ref_t - shift
         model = geometry.model(Xt)
         out = space.empty(*Xt.shape, dtype=Xt.dtype)
 
-        def chunk(sl, x, losses, warps):
+        def chunk(sl, losses, warps):
+            x = Xt[sl]
             rows = torch.arange(x.shape[0], device=x.device)
             tgt = losses.argmin(dim=1) if tgt_np is None else \
                 torch.from_numpy(tgt_np[sl]).to(x.device)
@@ -222,7 +210,7 @@ class WarpExplanationMixin:
                 relevance = self._to_centroid_frame(relevance, model, warps[rows, tgt])
             out[sl] = relevance
 
-        self._each_warped_chunk(Xt, shift, centers, geometry, chunk)
+        self._each_warped_chunk(Xt, centers, geometry, chunk)
         return space.output(out)
 
     @staticmethod
@@ -253,13 +241,11 @@ class WarpExplanationMixin:
         Returns
         -------
         ndarray of shape (n_samples, n_features)
-            Same float dtype as X; ``background_`` (the images' fitted background) where
-            the inverse warp leaves the sample.
+            Same float dtype as X; 0 where the inverse warp leaves the sample.
         """
         raw, extremes, space = self._validated_tensor(X, "align")
         Xt, centers, geometry, shift = self._inference_frame(raw, extremes)
         out = space.empty(*Xt.shape, dtype=Xt.dtype)
-        for rows, x in self._framed_chunks(Xt, shift, geometry.block_rows(self.batch_size)):
-            aligned = geometry.aligned(x, centers, geometry.assign(x, centers))
-            out[rows] = aligned if shift is None else aligned + shift
+        for rows, x in self._framed_chunks(Xt, shift):
+            out[rows] = geometry.aligned(x, centers, geometry.assign(x, centers))
         return space.output(out)

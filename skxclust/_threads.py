@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["BLOCK_CHUNKS", "EXPLAIN_BLOCK_VALUES", "ROW_SUM_BLOCK_VALUES", "SCREEN_MIN_MACS",
+__all__ = ["EXPLAIN_BLOCK_VALUES", "ROW_SUM_BLOCK_VALUES", "SCREEN_MIN_MACS",
            "SEEDING_BLOCK_ENTRIES", "SERIAL_BELOW", "SIGNAL_CHUNK_SCALE", "SUM_BLOCK_VALUES",
            "Work", "block_rows", "intra_op_threads", "map_jobs", "pass_threads",
            "torch_threads"]
@@ -148,14 +148,6 @@ SCREEN_MIN_MACS = 2**24
 # with 1, 0.64-0.66 s with 8; OSULeaf (200 x 427, 6 clusters) 5 % faster; held-out ACC
 # over 5 seeds unchanged on ArrowHead, GunPoint and Trace, OSULeaf 0.483 -> 0.484.
 SIGNAL_CHUNK_SCALE = 8
-
-# An inference pass of ST K-means hands its geometry blocks of this many chunks of
-# ``batch_size`` rows per torch thread: enough for the threads that run the chunks in
-# parallel to share them evenly (screening makes some chunks slower), while the work per
-# block stays bounded (score and align hold per-block intermediates of the block's size).
-# (1,000 MNIST rows, 16 landmarks, 2 threads: predict, score and transform 1.8x faster
-# than with one chunk per block.)
-BLOCK_CHUNKS = 8
 
 
 def block_rows(values: int, n_features: int, limit: int) -> int:

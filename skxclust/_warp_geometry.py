@@ -17,9 +17,8 @@ from ._pair_fit import PairFit
 from ._progress import track
 from ._relocation import relocate_in_groups
 from ._shapes import is_signal
-from ._threads import BLOCK_CHUNKS, SIGNAL_CHUNK_SCALE, Work, map_jobs
+from ._threads import SIGNAL_CHUNK_SCALE, Work, map_jobs
 from .nn.appearance import Appearance, intensity_rows, warp_channels
-from .nn.background import border_pixels
 from .nn.centroid_update import adjoint_sums, covered, normal_sums, solve_normal_equations
 from .nn.graduated import graduated_fit_warps
 from .nn.pair_batch import pair_scale, warp_energy
@@ -40,8 +39,8 @@ __all__ = ["FIRST_PASS_CANDIDATES", "PairFit", "WarpGeometry"]
 # lowest (8.1 of 10 per MNIST row, 9.3 of the initialisation's 20; 2.5 of 10 in the later
 # passes), so that pass cost about twice a later fresh one. The pass only seeds the first
 # update and the warps the next pass continues from (dropped pairs continue from where
-# they were dropped); the run's final assignment fits as predict does (refine). 3,333
-# MNIST rows: first Lloyd pass 5.8 s instead of 11.5 s, final distortion within 0.05 %.
+# they were dropped); the run's final assignment fits as predict does (refine). 3,333-row
+# MNIST fit: first Lloyd pass 5.8 s instead of 11.5 s, final distortion within 0.05 %.
 FIRST_PASS_CANDIDATES = 3
 
 
@@ -50,10 +49,10 @@ class WarpGeometry(Geometry):
 
     ``d(x, mu) = min_v ||x - S_v mu||^2 + c(x) * (warp_penalty * bend(v) + affine_penalty *
     ||a(v)||^2)`` with ``c(x) = ||x - mean(x)||^2`` (the sample's contrast, at least 1 % of
-    the centroids' mean: :func:`~skxclust.nn.warp_evidence.penalty_scale`, so invariant to
-    the data's scale; padded with zeros, the warped centroid sees rows in the frame of the
-    images' background, ``background_pixels``, for offset invariance): the centroid is warped
-    onto the sample (never resampled); the warp is the optimum of this regularised fit.
+    the centroids' mean contrast: :func:`~skxclust.nn.warp_evidence.penalty_scale`; so the
+    objective is invariant to the scale of the data, not to an offset: the warped centroid
+    is padded with zeros): the centroid is warped onto the sample (the sample is never
+    resampled); the warp is the optimum of this regularised fit (:func:`skxclust.nn.fit_warps`).
 
     An assignment fits the warps afresh, from the identity (``predict``'s schedule; from
     centroids blurred by ``blur_widths`` pixels to sharp ones, see
@@ -70,17 +69,16 @@ class WarpGeometry(Geometry):
     (:meth:`solve_from_sums`), so ``partial_fit`` and the dask fit reuse them.
     """
 
-    translation_invariant = False  # zero padding: the frame is the background's, not the mean's
+    translation_invariant = False  # zero padding outside the image: shifts are not free
 
     def __init__(self, image_shape, *, n_landmarks, transform, n_steps, learning_rate,
                  affine_steps, screen_steps, warp_penalty, affine_penalty, n_candidates,
                  update_steps, batch_size, screen_ratio=None, coarse_steps=None,
                  warp_dtype=None, n_clusters=None, appearance=None, appearance_penalty=1.0,
-                 blur_widths=(), noise="constant", background=0.0, verbose=0):
-        self.image_shape, self.background = image_shape, background  # Geometry's attributes
+                 blur_widths=(), noise="constant", verbose=0):
+        self.image_shape = image_shape
         self.noise = noise  # "contrast": a row's noise variance scales with c(x)
         self.signal = is_signal(image_shape)  # warped along one axis
-        self.background_pixels = None if self.signal else border_pixels(image_shape)
         self.n_landmarks = n_landmarks
         self.transform = transform
         self.n_steps = n_steps
@@ -97,22 +95,26 @@ class WarpGeometry(Geometry):
         self.coarse_steps = coarse_steps
         self.blur_widths = tuple(blur_widths)  # a fresh fit's centroid blurs (nn/graduated)
         self.warp_dtype = warp_dtype  # torch dtype of the warp fits; None: that of X
-        self.appearance = appearance and Appearance(appearance, appearance_penalty)
+        self.appearance = (None if appearance is None  # fitted per pair (nn/appearance.py)
+                           else Appearance(appearance, appearance_penalty))
         self.verbose = verbose
         self._models: dict = {}
-        # None outside a Lloyd run; within one (for_rows): "warps" of the last pass's pairs
-        # (n, K, n_basis, ndim) or None; "as_predicted": fitted as predict (no warm start, no cap)
+        # None outside a Lloyd run; within one (for_rows): "warps" of every pair of the last
+        # pass (n, K, n_basis, ndim) (None before it), "as_predicted": whether that pass
+        # fitted as predict does (neither continued nor capped)
         self.lloyd_run: dict | None = None
         # grouped() runs: (row groups (n,), centroid groups (K,), most centroids in a group)
         self.groups: tuple[torch.Tensor, torch.Tensor, int] | None = None
 
     @property
     def warm_steps(self) -> int:
-        """LM steps of a pass continued from the last pass's warps: ``n_steps / 4``, ceiled."""
+        """Levenberg–Marquardt steps of a pass continued from the previous pass's warps
+        (a quarter of ``n_steps``, rounded up)."""
         return -(-self.n_steps // 4)
 
     def model(self, X: torch.Tensor, shape=None):
-        """The warp model (built once) for X's dtype and device, on ``shape`` (or the image's)."""
+        """The warp model for the dtype and device of ``X`` (built once), on the image
+        shape or on ``shape`` (the coarse level)."""
         shape = tuple(self.image_shape) if shape is None else shape
         key = (X.dtype, X.device, shape)
         if key not in self._models:
@@ -127,7 +129,8 @@ class WarpGeometry(Geometry):
         return None if shape is None else self.model(X, shape)
 
     def use_model_cache(self, cache: dict) -> None:
-        """Keep the read-only warp models in ``cache`` (a dask fit's tasks: 15-40 ms each)."""
+        """Keep the warp models in ``cache`` (shared by the dask workers' tasks of a fit:
+        building one costs 15-40 ms; they are read-only)."""
         self._models = cache
 
     def pair_warps(self, X: torch.Tensor, centers: torch.Tensor,
@@ -196,8 +199,9 @@ class WarpGeometry(Geometry):
     def effective_centroids(self, X: torch.Tensor, centers: torch.Tensor,
                             warps: torch.Tensor) -> torch.Tensor:
         """Every centroid as fitted onto every row, (B, K, P): warped by ``warps`` (B, K,
-        n_basis, ndim), with its optimal appearance coefficients and offset (if any): for
-        fixed fits the distance is ``||x - a||^2`` plus constants."""
+        n_basis, ndim), with its optimal appearance coefficients and offset under an
+        appearance transformation (for fixed fits, the distance is ``||x - a||^2`` plus
+        constants)."""
         if self.appearance is None:
             return warp_images(centers, self.model(X), warps.transpose(0, 1)).transpose(0, 1)
         warped = warp_channels(self.appearance, centers, self.model(X), warps)
@@ -238,10 +242,6 @@ class WarpGeometry(Geometry):
     def _chunk_work(self, X: torch.Tensor, n_centers: int) -> Work:
         rows = min(self._chunk_rows(n_centers), X.shape[0])
         return Work("warp", rows * n_centers * X.shape[1], X.device)
-
-    def block_rows(self, batch_size: int) -> int:
-        """:data:`~skxclust._threads.BLOCK_CHUNKS` chunks per torch thread (map_chunks)."""
-        return batch_size * BLOCK_CHUNKS * max(1, torch.get_num_threads())
 
     def _chunk_rows(self, n_centers: int | None) -> int:
         """Rows per chunk: ``batch_size * n_clusters`` pairs (see :meth:`map_chunks`)."""

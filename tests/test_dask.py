@@ -253,22 +253,6 @@ def test_two_empty_clusters_take_the_two_farthest_rows_of_one_block(threads):
     assert len(np.unique(blockwise.labels_)) == 4
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-def test_st_fit_of_images_on_a_background_equals_the_in_memory_fit(weighted, threads):
-    # the background (the weighted median of the border pixels over every block) is the
-    # in-memory fit's: inverted digits, blank at 16
-    X = 16.0 - digits(60)
-    w = np.random.default_rng(0).uniform(0.0, 3.0, X.shape[0]) if weighted else None
-    params = {**ST_FAST, "max_iter": 1}  # one iteration: see make()
-    memory = SpatialTransformerKMeans(3, random_state=0, split_merge_moves=0,
-                                      **params).fit(X, sample_weight=w)
-    blockwise = SpatialTransformerKMeans(3, random_state=0, split_merge_moves=0,
-                                         **params).fit(da.from_array(X, chunks=25),
-                                                       sample_weight=w)
-    assert memory.background_ == blockwise.background_ == 16.0
-    assert_same_fit(memory, blockwise)
-
-
 @pytest.mark.parametrize("weights", ["numpy", "dask"])
 def test_weighted_fit_equals_the_in_memory_fit(weights, threads):
     X = blobs()

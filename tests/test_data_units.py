@@ -1,7 +1,7 @@
 """ST K-means and the units of the data: invariant to their scale (the penalties scale
-with the rows' contrast) and to an offset (the warped centroid is padded with zeros, and
-the fit computes in the frame of the images' background, so what a warp brings in from
-outside the frame is that background)."""
+with the rows' contrast), not to an offset (the warped centroid is padded with zeros, so
+what a warp brings in from outside the frame is a background of 0; the docs tell users
+to subtract a non-zero background first)."""
 
 import numpy as np
 import pytest
@@ -30,14 +30,11 @@ def test_a_fit_is_invariant_to_the_scale_of_the_data(digits_fit):
     np.testing.assert_array_equal(scaled.cluster_centers_, 4.0 * plain.cluster_centers_)
 
 
+@pytest.mark.xfail(strict=True, reason="the warped centroid is padded with zeros: an "
+                   "offset of the data is not free (77 % of these labels agree at +1000)")
 def test_a_fit_is_invariant_to_an_offset_of_the_data(digits_fit):
-    # every method computes in the frame of the images' fitted background (the border's
-    # median), so an offset moves background_ and the centroids only (before: 77 % of
-    # these labels agreed at +1000, held-out ACC 0.72 against 0.85)
+    # a fitted background (the border's median as the padding value) made this pass
+    # (digits + 1000: held-out ACC 0.72 -> 0.85) but lost 0.14 on digits with a level per
+    # row, so it was reverted (user guide, "ST K-means"); the shift is the user's
     X, plain = digits_fit
-    shifted = fit(X + 1024.0)
-    assert (plain.background_, shifted.background_) == (0.0, 1024.0)
-    np.testing.assert_array_equal(shifted.labels_, plain.labels_)
-    np.testing.assert_allclose(shifted.cluster_centers_ - 1024.0, plain.cluster_centers_,
-                               atol=1e-9)
-    assert shifted.inertia_ == pytest.approx(plain.inertia_, rel=1e-12)
+    np.testing.assert_array_equal(fit(X + 1000.0).labels_, plain.labels_)

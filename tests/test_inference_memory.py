@@ -118,8 +118,6 @@ import numpy as np
 from skxclust import ExplainableKMeans, SpatialTransformerKMeans
 kind, method = sys.argv[1], sys.argv[2]
 X = np.random.default_rng(0).random((16000, 784))
-images = X.reshape(-1, 28, 28)  # a blank border (background 0, as MNIST's): no shifted copy
-images[:, [0, -1]] = images[:, :, [0, -1]] = 0.0
 if kind == "explainable":
     est = ExplainableKMeans(n_clusters=10, random_state=0, device="cpu", max_iter=5,
                             batch_size=1000)
@@ -146,10 +144,10 @@ print(status("VmHWM") - before, X.nbytes)
 def test_inference_adds_far_less_than_a_copy_of_the_input(kind, method):
     # 16000 x 784 float64 is 100 MB: a full copy (or a shifted copy) would be mapped
     # fresh and counted; batches of 1000 rows (6 MB) and the outputs are far smaller. ST
-    # K-means takes all rows at once (no shifted copy at a background of 0) and bounds its
-    # work per chunk of rows: 10-31 MB whatever the rows (the chunks' threads allocate in
-    # their own malloc arenas), which at 8000 rows was 0.2-0.62 of the input in four runs
-    # of score, so the bound failed by chance; at 16000 rows 0.06-0.26. The
+    # K-means takes all rows at once (no shifted copy) and bounds its work per chunk of
+    # rows: 10-31 MB whatever the rows (the chunks' threads allocate in their own malloc
+    # arenas), which at 8000 rows was 0.2-0.62 of the input in four runs of score, so the
+    # bound failed by chance; at 16000 rows 0.06-0.26. The
     # peak is measured in a fresh process: in the test run's own process the allocator's
     # state after hundreds of tests moved it by up to 40 MiB (5-51 MiB for the same call).
     _reset_peak()  # skips where the peak counter cannot be reset

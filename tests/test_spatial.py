@@ -244,9 +244,7 @@ def test_score_is_the_laplace_log_evidence_of_the_rows(shapes):
     n, n_pixels = X.shape
     labels = fitted.predict(X)
     d = fitted.transform(X)[np.arange(n), labels] ** 2
-    # in the fit's frame: minus the images' background (their border's median)
-    Xt = torch.as_tensor(X - fitted.background_)
-    centers = torch.as_tensor(fitted.cluster_centers_ - fitted.background_)
+    Xt, centers = torch.as_tensor(X), torch.as_tensor(fitted.cluster_centers_)
     _, warps = fitted._make_geometry(n_pixels).pair_warps(Xt, centers)
     model = make_warp_model(fitted.image_shape_, fitted.n_landmarks, fitted.warp, torch.float64)
     contrast = ((X - X.mean(1, keepdims=True)) ** 2).sum(1)  # the penalty's scale

@@ -25,8 +25,6 @@ from the submodule that holds it:
   (``warp_log_volume``), :mod:`~skxclust.nn.pyramid` (the coarse level).
 - :mod:`skxclust.nn.appearance`: appearance transformations of a warped centroid (gain,
   offset, stroke thickness) fitted per pair next to the warp (``Appearance``).
-- :mod:`skxclust.nn.background`: the images' background, the origin of ST K-means' frame
-  (``background_level``, ``border_pixels``, ``weighted_median``).
 - :mod:`skxclust.nn.centroid_update`: the ST K-means centroid update for fixed warps
   (``solve_centroids`` and its blockwise pieces).
 - :mod:`skxclust.nn.sparse`: dense / sparse CSR row helpers.
