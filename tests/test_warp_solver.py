@@ -268,3 +268,41 @@ def test_a_step_that_does_not_lower_the_energy_is_rejected_and_raises_the_dampin
                                                   torch.tensor([start], dtype=F64))
     assert torch.equal(fitted, flat) and float(energy) == 0.0
     assert float(damping) == pytest.approx(after_three, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", [None, "intensity", "intensity+thickness"])
+@pytest.mark.parametrize("shape, transform, n_landmarks", [((9, 10), "tps", 9),
+                                                           ((1, 15), "tps", 4)])
+def test_normal_systems_from_the_evaluated_samples_equal_those_sampled_again(
+        kind, shape, transform, n_landmarks, monkeypatch):
+    # levenberg_marquardt forms each normal system from the grids and warped channels of
+    # the evaluation that accepted the warps (for the pairs that moved, when only some
+    # did): the fit equals one that samples every centroid again
+    from skxclust.nn.appearance import Appearance
+    from skxclust.nn.pair_batch import Sampled, pair_images
+    from skxclust.nn.warp_solver import levenberg_marquardt
+
+    model = make_warp_model(shape, n_landmarks, transform, F64)
+    x, mu = images(shape, 6)
+    appearance = None if kind is None else Appearance(kind, 0.3)
+    weight = torch.linspace(0.5, 2.0, 12, dtype=F64)
+    pairs = PairBatch(pair_images(mu, model, appearance), x[None], model, weight,
+                      model.penalty_gram(0.7, 0.3), appearance)
+    g = torch.Generator().manual_seed(3)
+    flat = 0.1 * torch.randn(12, model.n_params, generator=g, dtype=F64)
+    damping = torch.full((12,), 1e-3, dtype=F64)
+
+    subsets = []
+    select_sampled = PairBatch.select_sampled
+    monkeypatch.setattr(PairBatch, "select_sampled",
+                        lambda self, rows, sampled: subsets.append(rows.numel())
+                        or select_sampled(self, rows, sampled))
+    reused = levenberg_marquardt(pairs, flat, 8, Coordinates(model), damping)
+    assert subsets and min(subsets) < 12  # some steps were rejected for some pairs only
+
+    evaluate = PairBatch.evaluate
+    monkeypatch.setattr(PairBatch, "evaluate",
+                        lambda self, v: (*evaluate(self, v)[:3], Sampled(None, None)))
+    again = levenberg_marquardt(pairs, flat, 8, Coordinates(model), damping)
+    for a, b in zip(reused, again):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

@@ -19,13 +19,15 @@ given warps. The solvers (:func:`~skxclust.nn.warp_solver.fit_warps`,
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from ._checks import check_pair_args, check_warp_args
 from .appearance import Appearance, spd_inverse
 from .warps import BILINEAR, ZEROS, WarpModel
 
-__all__ = ["Coordinates", "PairBatch", "coordinates", "pair_images", "pair_scale",
+__all__ = ["Coordinates", "PairBatch", "Sampled", "coordinates", "pair_images", "pair_scale",
            "per_pair_weight", "warp_energy"]
 
 def _quadratic(flat: torch.Tensor, gram: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,6 +75,14 @@ def coordinates(model: WarpModel, affine: bool) -> Coordinates:
     return model.cache[key]
 
 
+class Sampled(NamedTuple):
+    """The sampling grid (G, M * H, W, 2) of a :class:`PairBatch`'s warps and, with an
+    appearance, the warped channels (G, M, C, P); None where not computed."""
+
+    grid: torch.Tensor | None
+    channels: torch.Tensor | None
+
+
 class PairBatch:
     """``G`` images, each warped by ``M`` warps and compared with targets (G, M, P).
 
@@ -101,15 +111,28 @@ class PairBatch:
         return PairBatch(self.images[image], targets[:, None], self.model, self.weight[rows],
                          self.gram, self.appearance)
 
+    def select_sampled(self, rows: torch.Tensor, sampled: Sampled) -> Sampled:
+        """``sampled`` (from :meth:`evaluate`) of the pairs ``rows``, laid out as in
+        :meth:`select`."""
+        n_warps = self.weight.shape[0] // self.images.shape[0]
+        image, warp = rows // n_warps, rows % n_warps
+        grid, channels = sampled
+        if grid is not None:
+            grid = grid.reshape(grid.shape[0], n_warps, *self.model.shape, 2)[image, warp]
+        if channels is not None:
+            channels = channels[image, warp][:, None]
+        return Sampled(grid, channels)
+
     def _grid(self, flat):
         """Sampling grids of the warps ``flat`` (N, n_params), shape (G, M * H, W, 2)."""
         grid = torch.addmm(self.model.flat_points, flat, self.model.flat_basis)
         return grid.reshape(self.images.shape[0], -1, self.model.shape[1], 2)
 
-    def warped(self, flat):
+    def warped(self, flat, grid=None):
         """The warped images (G, M, P) of the warps ``flat``, or (G, M, C, P) with an
-        appearance."""
-        warped = torch.grid_sampler_2d(self.images, self._grid(flat), BILINEAR, ZEROS, True)
+        appearance (``grid``: their sampling grid, if at hand)."""
+        grid = self._grid(flat) if grid is None else grid
+        warped = torch.grid_sampler_2d(self.images, grid, BILINEAR, ZEROS, True)
         n_images, n_channels = self.images.shape[:2]
         warped = warped.reshape(n_images, n_channels, -1, self.targets.shape[-1])
         return warped[:, 0] if self.appearance is None else warped.transpose(1, 2)
@@ -127,28 +150,31 @@ class PairBatch:
         return self.evaluate(flat)[:2]
 
     def evaluate(self, flat):
-        """:meth:`energy`, and the appearance coefficients (G, M, C) (None without an
-        appearance), which :meth:`normal_system` then need not fit again."""
-        warped = self.warped(flat)
+        """:meth:`energy`, the appearance coefficients (G, M, C) (None without an
+        appearance) and the :class:`Sampled` warps: what :meth:`normal_system` at the
+        same ``flat`` then need not compute again."""
+        grid = self._grid(flat)
+        channels = self.warped(flat, grid)
         size, _ = _quadratic(flat, self.gram)
         size = self.weight * size
         coef = None
         if self.appearance is not None:  # (G, M, C, P) -> (G, M, P)
             warped, coef, cost = self.appearance.transformed(
-                warped, self.targets, self.weight.reshape(warped.shape[:2]))
+                channels, self.targets, self.weight.reshape(channels.shape[:2]))
             size = size + cost.reshape(-1)
             residual = warped.sub_(self.targets)  # the transformed image is not kept
         else:
-            residual = warped - self.targets
-        return (residual * residual).sum(-1).reshape(-1) + size, residual, coef
+            residual, channels = channels - self.targets, None
+        energy = (residual * residual).sum(-1).reshape(-1) + size
+        return energy, residual, coef, Sampled(grid, channels)
 
-    def slope(self, flat, coef=None):
+    def slope(self, flat, coef=None, grid=None):
         """``slope[n, d, p]`` (N, D, P), contiguous: the derivative of warped pixel ``p``
         of pair ``n`` along the grid coordinate of warped axis ``d`` (with an appearance:
         of the transformed image, for the coefficients ``coef`` (G, M, C), fitted when
-        None)."""
+        None; ``grid``: the sampling grid of ``flat``, if at hand)."""
         n_pairs, ndim = flat.shape[0], self.model.ndim
-        grid = self._grid(flat)
+        grid = self._grid(flat) if grid is None else grid
         if self.appearance is None:
             combine = torch.ones(grid.shape[:3], dtype=flat.dtype, device=flat.device)[:, None]
         else:  # the slope of the transformed image sum_c coef_c S b_c: channels weighted
@@ -183,12 +209,15 @@ class PairBatch:
         return prod.reshape(n_pairs, n_cols, ndim, coords.size).transpose(2, 3).reshape(
             n_pairs, n_cols, coords.size * ndim).transpose(1, 2)
 
-    def normal_system(self, flat, residual, coords: Coordinates, coef=None):
+    def normal_system(self, flat, residual, coords: Coordinates, coef=None,
+                      sampled: Sampled | None = None):
         """``A = J^T J + lambda G`` (N, m D, m D) and ``b = J^T r + lambda G v`` (N, m D)
-        in the coordinates ``coords`` (``coef``: the appearance coefficients of ``flat``
-        from :meth:`evaluate`, if at hand)."""
+        in the coordinates ``coords`` (``coef`` and ``sampled``: the appearance
+        coefficients and the sampled warps of ``flat`` from :meth:`evaluate`, if at
+        hand)."""
         n_pairs, ndim, size = flat.shape[0], self.model.ndim, coords.size
-        slope = self.slope(flat, coef)
+        sampled = Sampled(None, None) if sampled is None else sampled
+        slope = self.slope(flat, coef, sampled.grid)
         if ndim == 2:
             sx, sy = slope[:, 0], slope[:, 1]
             weights = slope.new_empty(n_pairs, 3, slope.shape[-1])
@@ -211,17 +240,20 @@ class PairBatch:
         # + weight_n * pen_hess for every pair n, in place (no (N, m D, m D) temporary)
         hess.view(n_pairs, -1).addr_(self.weight, pen_hess.reshape(-1))
         if self.appearance is not None:
-            self._eliminate_appearance(hess, flat, coords, slope)
+            self._eliminate_appearance(hess, flat, coords, slope, sampled)
         return hess, grad + penalty
 
-    def _eliminate_appearance(self, hess, flat, coords: Coordinates, slope) -> None:
+    def _eliminate_appearance(self, hess, flat, coords: Coordinates, slope,
+                              sampled: Sampled) -> None:
         """``hess -= X M^-1 X^T`` in place: the Gauss-Newton Hessian of the joint fit of
         the warp and the appearance coefficients (``X = J^T A``, ``A`` the warped channels
         and a constant, ``M`` their normal matrix), with the coefficients eliminated (a
         Schur complement). The step it gives is the joint Gauss-Newton step's warp part:
         the warp no longer moves as if the gain and offset could not follow it."""
         assert self.appearance is not None
-        warped = self.warped(flat)  # (G, M, C, P)
+        warped = sampled.channels  # (G, M, C, P)
+        if warped is None:
+            warped = self.warped(flat, sampled.grid)
         matrix, _ = self.appearance.normal_matrix(warped, self.weight.reshape(warped.shape[:2]))
         n_pairs = flat.shape[0]
         warped = warped.reshape(n_pairs, -1, warped.shape[-1])

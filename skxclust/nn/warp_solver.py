@@ -82,9 +82,11 @@ def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates,
     A rejected step leaves a warp where it was, so its normal system is kept and only the
     warps that moved get a new one (about half of them late in a fit).
     """
-    energy, residual, coef = pairs.evaluate(flat)  # coef: appearance coefficients or None
+    # coef: appearance coefficients or None; sampled: the grids (and warped channels) the
+    # normal system at the same warps reuses
+    energy, residual, coef, sampled = pairs.evaluate(flat)
     if steps > 0:
-        hess, grad = pairs.normal_system(flat, residual, coords, coef)
+        hess, grad = pairs.normal_system(flat, residual, coords, coef, sampled)
     for step_index in range(steps):
         step = _damped_steps(hess, grad, damping)
         if coords.lift is not None:
@@ -92,7 +94,7 @@ def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates,
         if pairs.model.ndim == 1:  # a signal's warp keeps time order (nn/monotone.py)
             step = monotone_steps(pairs.model, flat, step)
         trial = flat + step
-        trial_energy, trial_residual, trial_coef = pairs.evaluate(trial)
+        trial_energy, trial_residual, trial_coef, sampled = pairs.evaluate(trial)
         better = trial_energy < energy
         flat = torch.where(better[:, None], trial, flat)
         energy = torch.where(better, trial_energy, energy)
@@ -105,11 +107,12 @@ def levenberg_marquardt(pairs: PairBatch, flat, steps: int, coords: Coordinates,
             break
         moved = torch.nonzero(better)[:, 0]
         if moved.numel() == better.numel():
-            hess, grad = pairs.normal_system(flat, residual, coords, coef)
-        elif moved.numel():
+            hess, grad = pairs.normal_system(flat, residual, coords, coef, sampled)
+        elif moved.numel():  # the trial's samples are those of the warps that moved
             hess[moved], grad[moved] = pairs.select(moved).normal_system(
                 flat[moved], residual.reshape(better.numel(), -1)[moved], coords,
-                None if coef is None else coef.reshape(better.numel(), 1, -1)[moved])
+                None if coef is None else coef.reshape(better.numel(), 1, -1)[moved],
+                pairs.select_sampled(moved, sampled))
     return energy, flat, damping
 
 
