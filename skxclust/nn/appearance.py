@@ -158,9 +158,9 @@ class Appearance:
         level = n_pixels * (1.0 + self.penalty)
         sums = warped.sum(-1)  # (..., C)
         total = targets.sum(-1)[..., None]  # (..., 1)
-        squares = _dot(warped[..., 0, :], warped[..., 0, :])  # (...)
+        squares = torch.linalg.vecdot(warped[..., 0, :], warped[..., 0, :])  # (...)
         ridge = self.penalty * weight + 1e-12 * squares + torch.finfo(warped.dtype).tiny
-        rhs = _dot(warped, targets[..., None, :]) - sums * total / level
+        rhs = torch.linalg.vecdot(warped, targets[..., None, :]) - sums * total / level
         rhs[..., 0] += ridge  # the gain's prior mean is 1
         if n_channels == 1:
             a = squares - sums[..., 0] ** 2 / level + ridge
@@ -251,15 +251,6 @@ def warp_channels(appearance: Appearance, images: torch.Tensor, model: WarpModel
     params = warps.transpose(0, 1).repeat_interleave(n_channels, dim=0)
     warped = warp_images(channels.reshape(n_images * n_channels, -1), model, params)
     return warped.reshape(n_images, n_channels, *warped.shape[1:]).permute(2, 0, 1, 3)
-
-
-def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``(a * b).sum(-1)``; for equal shapes through a batched matrix product (no
-    temporary of their size)."""
-    if a.shape != b.shape:
-        return (a * b).sum(-1)
-    size = a.shape[-1]
-    return (a.reshape(-1, 1, size) @ b.reshape(-1, size, 1)).reshape(a.shape[:-1])
 
 
 def spd_inverse(matrix: torch.Tensor) -> torch.Tensor:
