@@ -118,16 +118,18 @@ def test_monotone_steps_are_limited_by_the_falling_slopes_only():
     torch.testing.assert_close(short, expected * step)
 
 
+# n = 17: an FFT of 36 points (5-smooth, above 2n - 1 = 33), 13: of 25 (odd), 2: of 3
+@pytest.mark.parametrize("n", [17, 13, 2])
 @pytest.mark.parametrize("transform", ["tps", "affine", "affine+tps"])
-def test_shift_energies_are_the_energies_of_whole_sample_translations(transform):
+def test_shift_energies_are_the_energies_of_whole_sample_translations(transform, n):
     generator = torch.Generator().manual_seed(0)
-    n = 17
     model = make_warp_model((1, n), 9, transform, torch.float64)
     samples = torch.randn(3, n, generator=generator, dtype=torch.float64)
     centroids = torch.randn(2, n, generator=generator, dtype=torch.float64)
     energies = shift_energies(samples, centroids)  # (K, B, 2n - 1)
+    assert energies.shape == (2, 3, 2 * n - 1)
     unit = translation_params(model)
-    for shift in (-16, -5, -1, 0, 2, 9, 16):
+    for shift in sorted({-(n - 1), -n // 3, -1, 0, 1, n // 2, n - 1}):
         params = (shift * 2.0 / (n - 1) * unit).reshape(1, 1, -1, 1).expand(3, 2, -1, 1)
         direct = warp_energy(samples, centroids, model, params.contiguous(), penalty=0.0)
         torch.testing.assert_close(energies[:, :, shift + n - 1].T, direct)

@@ -32,7 +32,7 @@ import torch
 from ._checks import check_pair_args
 from .warps import WarpModel
 
-__all__ = ["off_the_knots", "shift_energies", "shift_start", "translation_params"]
+__all__ = ["fft_length", "off_the_knots", "shift_energies", "shift_start", "translation_params"]
 
 
 def translation_params(model: WarpModel) -> torch.Tensor:
@@ -55,6 +55,30 @@ def translation_params(model: WarpModel) -> torch.Tensor:
             unit = torch.linalg.lstsq(basis, ones).solution[:, 0]
         model.cache[key] = unit.to(model.basis.dtype)
     return model.cache[key]
+
+
+def fft_length(minimum: int) -> int:
+    """The smallest length at least ``minimum`` whose only prime factors are 2, 3 and 5.
+
+    A cross-correlation of two signals of ``n`` samples needs an FFT of at least
+    ``2 n - 1`` points; ``2 n`` itself can have a large prime factor (OSULeaf's 854 =
+    2 x 7 x 61), which made the FFT 3.5 times slower than at the 5-smooth 864.
+
+    Examples
+    --------
+    >>> from skxclust.nn.shift_search import fft_length
+    >>> fft_length(853), fft_length(7), fft_length(1)
+    (864, 8, 1)
+    """
+    length = max(int(minimum), 1)
+    while True:
+        rest = length
+        for prime in (2, 3, 5):
+            while rest % prime == 0:
+                rest //= prime
+        if rest == 1:
+            return length
+        length += 1
 
 
 def shift_energies(samples: torch.Tensor, centroids: torch.Tensor,
@@ -86,14 +110,14 @@ def shift_energies(samples: torch.Tensor, centroids: torch.Tensor,
     (1, 0.0)
     """
     n = samples.shape[1] // channels
-    size = 2 * n
+    size = fft_length(2 * n - 1)  # no wrap-around: lags -(n - 1) ... n - 1 all distinct
     fx = torch.fft.rfft(samples.reshape(samples.shape[0], channels, n), size)  # (B, C, F)
     fm = torch.fft.rfft(centroids.reshape(centroids.shape[0], channels, n), size)
     # the cross-spectrum of every pair, summed over the channels: (K, B, F)
     spectrum = fx.conj()[None] * fm[:, None]  # (K, B, C, F)
     spectrum = spectrum[:, :, 0] if channels == 1 else spectrum.sum(2)
-    corr = torch.fft.irfft(spectrum, size)  # (K, B, 2n): lag s at s
-    lags = torch.cat([corr[..., n + 1:], corr[..., :n]], -1)  # s = -(n-1) ... n-1
+    corr = torch.fft.irfft(spectrum, size)  # (K, B, size): lag s at s mod size
+    lags = torch.cat([corr[..., size - n + 1:], corr[..., :n]], -1)  # s = -(n-1) ... n-1
     squares = (centroids * centroids).reshape(centroids.shape[0], channels, n).sum(1)
     total = torch.cumsum(squares, -1)
     # sum of mu_j^2 over j in [s, n - 1] for s >= 0, over [0, n - 1 + s] for s < 0
