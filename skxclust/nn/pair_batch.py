@@ -102,10 +102,15 @@ class PairBatch:
         self.gram = gram  # (n_params, n_params)
         self.appearance = appearance
 
+    def _pair_indices(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The image and warp of each pair ``rows`` (into the image-major ``G * M`` list),
+        and ``M``."""
+        n_warps = self.weight.shape[0] // self.images.shape[0]
+        return rows // n_warps, rows % n_warps, n_warps
+
     def select(self, rows: torch.Tensor) -> PairBatch:
         """The pairs ``rows`` (into the image-major ``G * M`` list), one image each."""
-        n_warps = self.weight.shape[0] // self.images.shape[0]
-        image, warp = rows // n_warps, rows % n_warps
+        image, warp, n_warps = self._pair_indices(rows)
         pixels = self.targets.shape[-1]
         targets = self.targets.expand(self.images.shape[0], n_warps, pixels)[image, warp]
         return PairBatch(self.images[image], targets[:, None], self.model, self.weight[rows],
@@ -114,8 +119,7 @@ class PairBatch:
     def select_sampled(self, rows: torch.Tensor, sampled: Sampled) -> Sampled:
         """``sampled`` (from :meth:`evaluate`) of the pairs ``rows``, laid out as in
         :meth:`select`."""
-        n_warps = self.weight.shape[0] // self.images.shape[0]
-        image, warp = rows // n_warps, rows % n_warps
+        image, warp, n_warps = self._pair_indices(rows)
         grid, channels = sampled
         if grid is not None:
             grid = grid.reshape(grid.shape[0], n_warps, *self.model.shape, 2)[image, warp]
@@ -154,17 +158,18 @@ class PairBatch:
         appearance) and the :class:`Sampled` warps: what :meth:`normal_system` at the
         same ``flat`` then need not compute again."""
         grid = self._grid(flat)
-        channels = self.warped(flat, grid)
+        warped = self.warped(flat, grid)
         size, _ = _quadratic(flat, self.gram)
         size = self.weight * size
-        coef = None
+        coef, channels = None, None
         if self.appearance is not None:  # (G, M, C, P) -> (G, M, P)
-            warped, coef, cost = self.appearance.transformed(
+            channels = warped
+            transformed, coef, cost = self.appearance.transformed(
                 channels, self.targets, self.weight.reshape(channels.shape[:2]))
             size = size + cost.reshape(-1)
-            residual = warped.sub_(self.targets)  # the transformed image is not kept
+            residual = transformed.sub_(self.targets)  # the transformed image is not kept
         else:
-            residual, channels = channels - self.targets, None
+            residual = warped - self.targets
         energy = (residual * residual).sum(-1).reshape(-1) + size
         return energy, residual, coef, Sampled(grid, channels)
 
