@@ -103,6 +103,14 @@ def images_28(n=160):
     return X.reshape(n, 784).numpy()
 
 
+def digits_levels(n=200, seed=0):
+    """Digits with an ink gain and a background level of their own per row (``x * U(0.4,
+    1) + U(0, 0.25)``, as ``bench_appearance_search``'s random-contrast digits): a border
+    that is not 0, where the warped centroids are padded with zeros."""
+    rng = np.random.default_rng(seed)
+    return digits(n) * rng.uniform(0.4, 1.0, (n, 1)) + rng.uniform(0.0, 0.25, (n, 1))
+
+
 def as_dask(X, chunks):
     import dask.array as da
 
@@ -210,6 +218,12 @@ def case_st_digits_f64_warps():
     est = st(n_clusters=4, warp_dtype="float64", update_steps=3, split_merge_moves=1,
              batch_size=16).fit(X)
     return {**fitted(est), **outputs(est, X, rows=32)}
+
+
+def case_st_levels_thickness_contrast():  # a level per row, thickness, contrast noise
+    X = digits_levels()
+    est = st(n_clusters=4, appearance="intensity+thickness", noise="contrast").fit(X)
+    return {**fitted(est), **outputs(est, X, rows=16)}
 
 
 def case_st_28():  # the coarse level, chunks above the serial size (threaded chunks)
