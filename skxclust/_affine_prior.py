@@ -25,7 +25,9 @@ lower energies on signals (Trace: the rows' nearest-centroid energy at 0.05 7 % 
 but it scores the weaker priors by fits that the fit itself does not reach: the choice
 moved on 7 of 40 signal fits (5 seeds of the 7 UCR sets and BasicMotions; none of the 45
 digits and MNIST ones), BasicMotions took 0.15 instead of 0.5 on 3 of 5 seeds and fell
-from 0.95-0.975 held out to 0.625-0.675 on two of them, so it was not kept.
+from 0.95-0.975 held out to 0.625-0.675 on two of them, so it was not kept (measured
+twice, with the same outcome; the candidates' evidence must come from the fits the model
+will use).
 """
 
 from __future__ import annotations
