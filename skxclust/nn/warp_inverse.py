@@ -21,7 +21,9 @@ def invert_warps(model: WarpModel, params: torch.Tensor, n_iter: int = 30) -> to
 
     A warp sends output pixel ``q`` to ``g(q) = q + u(q)``; the inverse grid ``h`` solves
     ``g(h(q)) = q``. The iteration converges when the displacement is a contraction
-    (``|grad u| < 1``, i.e. moderate warps); ``u`` is interpolated bilinearly.
+    (``|grad u| < 1``, i.e. moderate warps); ``u`` is interpolated bilinearly, and where an
+    iterate leaves the image it takes the displacement of the nearest edge pixel (border
+    padding: a warp that is a translation has the exact inverse there too).
 
     Parameters
     ----------
