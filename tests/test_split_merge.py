@@ -238,3 +238,90 @@ def test_only_clusters_of_at_least_4_rows_are_split():
                                  lambda Xc, k, w, g: (Xc[[0, -1]], None))
     assert halves[0] is None and float(gains[0]) == -np.inf
     assert halves[1] is not None and np.isfinite(float(gains[1]))
+
+
+# -- the numbers the ranking and the estimate are made of --------------------------------
+def _first_and_last(Xc, k, sample_weight, generator):
+    return Xc[[0, -1]], None  # deterministic 2-means seeds: the same for repeated rows
+
+
+def _signal_geometry():
+    return SpatialTransformerKMeans(3, n_landmarks=16, warp_dtype="float64", n_steps=6,
+                                    affine_steps=2, random_state=0)._make_geometry(40, 0.5)
+
+
+@pytest.mark.parametrize("kind", ["euclidean", "signals, grouped"])
+def test_split_gains_count_an_integer_weight_as_repeated_rows(kind):
+    from skxclust._euclidean import EuclideanGeometry
+    from skxclust._split_merge import _split_gains
+
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 1, 40)
+    # three clusters of 10 rows, each of two shapes (the halves a split finds)
+    X = np.concatenate([np.sin(2 * np.pi * (f * t + rng.choice([0.0, 0.3], (10, 1))))
+                        + 0.05 * rng.standard_normal((10, 40)) for f in (1, 2, 3)])
+    labels = np.repeat(np.arange(3), 10)
+    nearest = rng.uniform(1.0, 3.0, 30)  # the rows' distances to their centroids
+    weight = rng.integers(1, 4, 30)
+    geometry = EuclideanGeometry() if kind == "euclidean" else _signal_geometry()
+    # the rows of each cluster in order, each repeated as often as its weight (at most 30
+    # rows a cluster: no subset is drawn)
+    rep = np.repeat(np.arange(30), weight)
+
+    def gains_of(rows, w):
+        return _split_gains(torch.as_tensor(X[rows], dtype=F64), torch.as_tensor(w, dtype=F64),
+                            torch.as_tensor(labels[rows]), torch.as_tensor(nearest[rows]),
+                            geometry, torch.Generator().manual_seed(0), _first_and_last)
+
+    weighted, halves_w = gains_of(np.arange(30), weight.astype(float))
+    repeated, halves_r = gains_of(rep, np.ones(len(rep)))
+    assert bool((weighted > 0).all())
+    torch.testing.assert_close(weighted, repeated, rtol=1e-6, atol=1e-9)
+    for a, b in zip(halves_w, halves_r):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_a_split_gain_from_a_subset_of_rows_is_scaled_to_the_whole_cluster(monkeypatch):
+    from skxclust import _split_merge
+    from skxclust._euclidean import EuclideanGeometry
+
+    monkeypatch.setattr(_split_merge, "_SPLIT_ROWS", 8)
+    # one cluster of 30 rows: exact copies of two points, every row 1.0 from its centroid;
+    # the two-cluster fit of any subset ends at zero distortion, so the whole cluster's gain
+    # is its weighted distortion, 30 * 2.0
+    X = torch.tensor([[-1.0], [1.0]], dtype=F64).repeat(15, 1)
+    gains, _ = _split_merge._split_gains(
+        X, torch.full((30,), 2.0, dtype=F64), torch.zeros(30, dtype=torch.long),
+        torch.ones(30, dtype=F64), EuclideanGeometry(), torch.Generator().manual_seed(0),
+        lambda Xc, k, w, g: (torch.tensor([[-1.0], [1.0]], dtype=F64), None))
+    assert float(gains[0]) == pytest.approx(60.0)
+
+
+def _estimate(distances, to_halves, weight, split, removed):
+    """Each row to its nearest centroid left (without ``split`` and ``removed``, with the
+    halves where the row has them), summed with its weight: the move's estimate."""
+    options = torch.cat([distances, to_halves], 1)
+    keep = torch.ones(options.shape[1], dtype=torch.bool)
+    keep[[split, removed]] = False
+    return float((weight * options[:, keep].min(dim=1).values).sum())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_move_is_the_split_and_removal_of_least_distortion_with_every_row_re_assigned(
+        seed):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(60, 2, generator=g, dtype=F64) * 3
+    centers = torch.randn(6, 2, generator=g, dtype=F64) * 3
+    weight = torch.rand(60, generator=g, dtype=F64) + 0.5
+    distances = SquaredEuclidean.pairwise(X, centers)
+    halves = [centers[[c, c]] + torch.randn(2, 2, generator=g, dtype=F64) for c in range(6)]
+    gains = torch.rand(6, generator=g, dtype=F64)
+    split, removed, estimate = _best_move(X, weight, distances, gains, halves,
+                                          SquaredEuclidean)
+    to_halves = _to_halves(X, distances, list(range(6)), dict(enumerate(halves)),
+                           SquaredEuclidean)
+    best = min((_estimate(distances, to_halves[c], weight, c, a), c, a)
+               for c in gains.argsort(descending=True)[:3].tolist()
+               for a in range(6) if a != c)
+    assert (split, removed) == best[1:]
+    assert estimate == pytest.approx(best[0], rel=1e-12)
