@@ -60,12 +60,16 @@ def test_graduated_fit_finds_a_narrow_blob_the_plain_fit_misses(model, x):
     assert float(graduated) < 0.25 * float(plain)
 
 
-def test_graduated_energies_are_those_of_the_sharp_centroids(model):
+@pytest.mark.parametrize("weights", [{}, {"bending_weight": 0.3, "affine_weight": 0.05},
+                                     {"bending_weight": 4.0, "affine_weight": 0.5}])
+def test_graduated_energies_are_those_of_the_sharp_centroids(model, weights):
+    # every stage fits under the given penalty weights (each stage's energy is that of its
+    # own weights: a stage under other weights would report energies this one differs from)
     samples, centroids = narrow_blobs([0.3, -0.2, 0.1]), narrow_blobs([0.0, 0.25])
     energy, warps = graduated_fit_warps(samples, centroids, model, widths=(2.0, 1.0),
-                                        penalty=1e-3, screen_ratio=2.0)
-    assert torch.allclose(energy, warp_energy(samples, centroids, model, warps, 1e-3),
-                          rtol=1e-10)
+                                        penalty=1e-3, screen_ratio=2.0, **weights)
+    assert torch.allclose(energy, warp_energy(samples, centroids, model, warps, 1e-3,
+                                              **weights), rtol=1e-10)
 
 
 def test_no_widths_is_the_plain_fit(model):
