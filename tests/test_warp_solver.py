@@ -306,3 +306,36 @@ def test_normal_systems_from_the_evaluated_samples_equal_those_sampled_again(
     again = levenberg_marquardt(pairs, flat, 8, Coordinates(model), damping)
     for a, b in zip(reused, again):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+# -- the damped linear solve of a step ---------------------------------------------------
+def test_a_flat_direction_is_solved_without_the_jitter_fallback(monkeypatch):
+    # a parameter that moves no pixel and has no penalty (a zero row and column): the
+    # floor on the diagonal keeps the system positive definite, one factorisation for all
+    from skxclust.nn.warp_solver import _damped_steps
+
+    calls = []
+    factorise = torch.linalg.cholesky_ex
+
+    def spy(matrix, *args, **kwargs):
+        calls.append(matrix.shape[0])
+        return factorise(matrix, *args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "cholesky_ex", spy)
+    hess = torch.diag_embed(torch.tensor([[2.0, 0.0], [1.0, 3.0]], dtype=F64))
+    grad = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=F64)
+    step = _damped_steps(hess, grad, torch.full((2,), 0.1, dtype=F64))
+    assert calls == [2]
+    torch.testing.assert_close(step, torch.tensor([[-1 / 2.2, 0.0], [-1 / 1.1, -1 / 3.3]],
+                                                  dtype=F64), rtol=1e-8, atol=0)
+
+
+def test_a_system_singular_in_float32_falls_back_to_a_jitter_and_steps_finitely():
+    from skxclust.nn.warp_solver import _damped_steps
+
+    # [[1, 1], [1, 1]] plus the 1e-9 floor is still singular in float32
+    hess = torch.ones(1, 2, 2, dtype=torch.float32)
+    grad = torch.tensor([[1.0, 1.0]])
+    step = _damped_steps(hess, grad, torch.zeros(1))
+    assert bool(torch.isfinite(step).all())
+    torch.testing.assert_close(step.sum(), torch.tensor(-1.0), rtol=1e-3, atol=0)
