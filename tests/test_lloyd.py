@@ -157,3 +157,28 @@ def test_lloyd_takes_and_returns_the_restart_axis(blobs_t):
     assert centers.shape == (1, 3, blobs_t.shape[1]) and n_iter.shape == (1,)
     with pytest.raises(ValueError, match=r"\(R, K, D\)"):
         lloyd(blobs_t, init, EuclideanGeometry(), sw, 50, 0.0)
+
+
+def test_a_centroid_without_weight_keeps_its_value():
+    # the update's sums / weight where a centroid has no weight (e.g. a streaming chunk
+    # whose rows near it all weigh 0): its value stays, it does not collapse to 0
+    centers = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    sums = torch.tensor([[4.0, 6.0], [0.0, 0.0]], dtype=torch.float64)
+    weight = torch.tensor([2.0, 0.0], dtype=torch.float64)
+    out = EuclideanGeometry.centers_from_sums(sums, weight, centers)
+    torch.testing.assert_close(out, torch.tensor([[2.0, 3.0], [3.0, 4.0]],
+                                                 dtype=torch.float64))
+
+
+@pytest.mark.parametrize("screen", [False, True])
+def test_squared_distances_are_never_negative_for_rows_on_their_centroid(screen):
+    # ||mu||^2 - 2 x.mu + ||x||^2 rounds below 0 for x == mu far from the origin
+    g = torch.Generator().manual_seed(0)
+    centers = 1e4 + torch.randn(8, 30, generator=g, dtype=torch.float64)
+    X = torch.cat([centers, centers + 1e-3 * torch.randn(8, 30, generator=g,
+                                                         dtype=torch.float64)]).repeat(50, 1)
+    geometry = EuclideanGeometry(screen=screen)
+    geometry.screen_min_macs = 0  # screen however small the pass
+    assignment = geometry.assign(X, centers)
+    assert bool((assignment.distances >= 0).all())
+    assert bool((geometry.pairwise(X, centers) >= 0).all())
