@@ -104,11 +104,12 @@ def images_28(n=160):
 
 
 def digits_levels(n=200, seed=0):
-    """Digits with an ink gain and a background level of their own per row (``x * U(0.4,
-    1) + U(0, 0.25)``, as ``bench_appearance_search``'s random-contrast digits): a border
-    that is not 0, where the warped centroids are padded with zeros."""
-    rng = np.random.default_rng(seed)
-    return digits(n) * rng.uniform(0.4, 1.0, (n, 1)) + rng.uniform(0.0, 0.25, (n, 1))
+    """``bench_appearance_search``'s random-contrast digits (an ink gain and a background
+    level of their own per row) on this module's 0-1 scale: a border that is not 0, where
+    the warped centroids are padded with zeros."""
+    from .bench_appearance_search import random_contrast
+
+    return random_contrast(16.0 * digits(n), seed) / 16.0
 
 
 def as_dask(X, chunks):

@@ -235,7 +235,7 @@ def test_only_clusters_of_at_least_4_rows_are_split():
     nearest = torch.ones(7, dtype=F64)
     gains, halves = _split_gains(X, torch.ones(7, dtype=F64), labels, nearest,
                                  EuclideanGeometry(), torch.Generator().manual_seed(0),
-                                 lambda Xc, k, w, g: (Xc[[0, -1]], None))
+                                 _first_and_last)
     assert halves[0] is None and float(gains[0]) == -np.inf
     assert halves[1] is not None and np.isfinite(float(gains[1]))
 
