@@ -37,25 +37,32 @@ def test_auto_keeps_a_strong_affine_prior_on_upright_digits_and_a_weak_one_on_ro
     assert chosen(rotated) == 0.05
 
 
-def test_the_choice_is_the_candidate_of_highest_evidence(rotated):
-    X = torch.as_tensor(rotated)
-    w = torch.ones(X.shape[0], dtype=X.dtype)
-    est = SpatialTransformerKMeans(10)
-    scores = {}
+def recording_geometries(est, recorded):
+    """``make_geometry`` for :func:`select_affine_penalty` whose geometries record, per
+    candidate value, the centroids and the summed evidence of their ``log_evidence``."""
 
-    def recording(value):
+    def make_geometry(value):
         geometry = est._make_geometry(64, value)
         evidence = geometry.log_evidence
 
-        def log_evidence(X, centers):
-            out = evidence(X, centers)
-            scores[value] = float(out.sum())
+        def log_evidence(X, centers, *args, **kwargs):
+            out = evidence(X, centers, *args, **kwargs)
+            recorded[value] = centers.clone(), float(out.sum())
             return out
 
         geometry.log_evidence = log_evidence
         return geometry
 
-    pick = select_affine_penalty(X, w, 10, recording, torch.Generator().manual_seed(0))
+    return make_geometry
+
+
+def test_the_choice_is_the_candidate_of_highest_evidence(rotated):
+    X = torch.as_tensor(rotated)
+    w = torch.ones(X.shape[0], dtype=X.dtype)
+    recorded = {}
+    pick = select_affine_penalty(X, w, 10, recording_geometries(
+        SpatialTransformerKMeans(10), recorded), torch.Generator().manual_seed(0))
+    scores = {value: score for value, (_, score) in recorded.items()}
     assert sorted(scores) == sorted(AUTO_AFFINE_PENALTIES)
     assert scores[pick] == max(scores.values())
     # and the penalties really differ in evidence here (not a tie broken by order)
@@ -69,21 +76,8 @@ def test_every_candidate_is_scored_by_fresh_fits_as_the_fit_then_fits(rotated):
     X = torch.as_tensor(rotated[:120])
     est = SpatialTransformerKMeans(5, **FAST)
     recorded = {}
-
-    def recording(value):
-        geometry = est._make_geometry(64, value)
-        evidence = geometry.log_evidence
-
-        def log_evidence(X, centers, *args, **kwargs):
-            out = evidence(X, centers, *args, **kwargs)
-            recorded[value] = centers.clone(), float(out.sum())
-            return out
-
-        geometry.log_evidence = log_evidence
-        return geometry
-
-    select_affine_penalty(X, torch.ones(120, dtype=X.dtype), 5, recording,
-                          torch.Generator().manual_seed(0))
+    select_affine_penalty(X, torch.ones(120, dtype=X.dtype), 5,
+                          recording_geometries(est, recorded), torch.Generator().manual_seed(0))
     assert sorted(recorded) == sorted(AUTO_AFFINE_PENALTIES)
     for value, (centers, score) in recorded.items():
         fresh = est._make_geometry(64, value).log_evidence(X, centers)
