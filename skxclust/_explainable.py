@@ -137,7 +137,7 @@ class ExplainableKMeans(BaseTorchKMeans):
     Notes
     -----
     :meth:`partial_fit` updates the model chunk by chunk with the semantics of
-    :class:`sklearn.cluster.MiniBatchKMeans` (the first chunk is seeded by k-means++; each
+    :class:`sklearn.cluster.MiniBatchKMeans` (the first chunk is seeded by the ``init`` method; each
     step moves a centroid towards its members with learning rate ``weight / (count +
     weight)``); it works with ``dask_ml.wrappers.Incremental``. A dask array passed to
     :meth:`fit` is fitted by blockwise Lloyd passes on the active dask scheduler (same
@@ -296,9 +296,10 @@ class ExplainableKMeans(BaseTorchKMeans):
         Parameters
         ----------
         X : {array-like, sparse matrix} or dask array of shape (n_samples, n_features)
-            A sparse matrix is explained ``batch_size`` rows at a time (each block
-            densified on its own, never the whole matrix); a dask array gives a dask
-            array, computed block by block.
+            A sparse matrix is explained in blocks of at most ``batch_size`` rows (of
+            about 2**19 values, so fewer rows for wide matrices; each block densified on
+            its own, never the whole matrix); a dask array gives a dask array, computed
+            block by block.
         target : None, int or array-like of shape (n_samples,), default=None
             Cluster to explain: the assigned one (None), one for all rows, or one per row.
         beta : float, default=None
@@ -315,6 +316,11 @@ class ExplainableKMeans(BaseTorchKMeans):
             before it. "zplus" suits ReLU networks. A rule object is accepted too, e.g.
             ``skxclust.nn.GammaRule(0.25)`` or your own object with a
             ``propagate(layer, a, relevance)`` method (see :mod:`skxclust.nn.rules`).
+        epsilon : float, default=1e-9
+            Only with a ``feature_extractor``: stabiliser of the epsilon rule (of the first
+            Linear/Conv layer, and of the rule given by name). An output that is zero to
+            rounding (``|z| <= sqrt(eps) * sum |w a|``) passes no relevance on, whatever
+            ``epsilon``.
         reference : None, "mean" or array-like of shape (n_features,), default=None
             None: the midpoint rule. An input ``z`` (e.g. the training mean): root points
             are ``z`` projected onto each decision hyperplane, relevance is gradient times
@@ -322,11 +328,6 @@ class ExplainableKMeans(BaseTorchKMeans):
             (:mod:`skxclust.nn.reference_rule`). "mean": ``z = reference_``, the mean
             training row (the default of :meth:`SpatialTransformerKMeans.explain`). Not
             with a ``feature_extractor``.
-        epsilon : float, default=1e-9
-            Only with a ``feature_extractor``: stabiliser of the epsilon rule (of the first
-            Linear/Conv layer, and of the rule given by name). An output that is zero to
-            rounding (``|z| <= sqrt(eps) * sum |w a|``) passes no relevance on, whatever
-            ``epsilon``.
 
         Returns
         -------

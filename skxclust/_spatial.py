@@ -62,9 +62,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     conjugate-gradient steps go on towards the least-squares solution of
     :math:`(\sum_i S_i^\top S_i)\,\mu = \sum_i S_i^\top x_i` (off by default). The
     first assignment of a Lloyd run fits every warp from the identity as :meth:`predict`
-    does; the passes after it continue each pair from the warp the previous pass reached
-    (``n_steps / 4`` steps: the same energy from a closer start, a sixth of the cost), and
-    the run ends with a fit from the identity again: ``labels_`` is ``predict(X_train)``.
+    does (fully for at most 3 candidate centroids per row); the passes after it continue
+    each pair from the warp the previous pass reached (``n_steps / 4`` steps: the same
+    energy from a closer start, a sixth of the cost), and the run ends with a fit from
+    the identity again: ``labels_`` is ``predict(X_train)``.
 
     The default initialisation over-segments with Euclidean k-means (``2 * n_clusters``
     clusters, best of 10 k-means++ runs), sharpens them by one warped Lloyd step and merges
@@ -84,8 +85,9 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     warp : {"tps", "affine", "affine+tps"}, default="tps"
         Warp family (named ``warp``, not ``transform``, which is the method returning
         distances). ``"affine"`` is the affine-invariant k-means baseline;
-        ``"affine+tps"`` optimises the affine part alone for the first half of the steps,
-        then affine and TPS together (coarse to fine).
+        ``"affine+tps"`` adds an explicit affine map to the landmark offsets (its rows
+        first); as with ``"tps"``, the first ``affine_steps`` steps fit the affine part
+        alone, then every parameter together (coarse to fine).
     n_landmarks : "auto" or int, default="auto"
         Number of TPS control points, a perfect square ``g * g >= 4`` (a ``g x g`` grid;
         ``g`` knots along a 1-D signal). "auto": 16 (4 x 4) for images, 64 (8 knots
@@ -112,8 +114,10 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         coarse_steps`` at full resolution. With the default screening after the same 3
         steps, every pair's pose and the choice of candidates come from the coarse level
         and only the candidates are fitted at full resolution. The distance is always the
-        full-resolution energy of the fitted warp. None (and images too small for a
-        coarse level, e.g. 8 x 8) runs every step at full resolution.
+        full-resolution energy of the fitted warp. Under ``centroid_blur``, a first
+        stage blurred by at least one pixel runs all its steps at the coarse level. None
+        (and images too small for a coarse level, e.g. 8 x 8) runs every step at full
+        resolution.
     centroid_blur : "auto", sequence of float or None, default="auto"
         Graduated warp fits: a fit from the identity (:meth:`predict`, a Lloyd run's
         first pass and final assignment) first warps the centroids blurred by a Gaussian
@@ -215,7 +219,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
         Number of initialisations, each with its Lloyd iterations and split–merge moves;
         the lowest final distortion is kept (no labels). "auto": 10 for "random", else 1.
     max_iter : int, default=5
-        Maximum number of Lloyd iterations per init (and after each split–merge move).
+        Maximum Lloyd iterations per init (``2 * max_iter`` after a split–merge move).
         MNIST-5k fits settle after 2-3; 10 gave the same held-out ACC at twice the time.
     tol : float, default=1e-4
         Relative tolerance on the centroid shift (scaled by the mean feature variance).
@@ -254,7 +258,7 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     affine_penalty_, n_landmarks_ : float, int
         ``affine_penalty`` and ``n_landmarks`` of the fit, "auto" resolved.
     n_iter_ : int
-        Lloyd iterations of the kept run.
+        Lloyd iterations of the kept run, those after its split–merge moves included.
     image_shape_ : tuple of int
         The resolved (H, W) or (C, 1, L).
     n_steps_ : int
@@ -277,13 +281,14 @@ class SpatialTransformerKMeans(WarpExplanationMixin, AffinePriorMixin, BaseTorch
     log-evidence of the rows (see :meth:`score`), not minus the distortion: distortion
     always falls as the warp gets more freedom, so it cannot compare ``n_landmarks`` or
     ``warp`` settings, while the evidence charges each setting for the warp parameters the
-    data determine: ``GridSearchCV`` over them works with the default scorer. Memory is
-    O(``batch_size * n_clusters * n_features``), never ``n_samples * n_clusters``.
+    data determine: ``GridSearchCV`` over them works with the default scorer. Inference
+    needs O(``batch_size * n_clusters * n_features``) besides its (n, K) distances; a fit
+    also keeps the warp of every (row, centroid) pair between its Lloyd passes.
 
     :meth:`partial_fit` streams chunks (the first is seeded by the ``init`` method): each
-    step solves the chunk's least-squares centroid problem plus the old centroid weighted
-    by per-pixel counts (the accumulated coverage ``sum_i w_i S_i^T 1``), by
-    ``update_steps`` conjugate-gradient steps from the running adjoint-weighted average.
+    step takes the running adjoint-weighted average (old centroid weighted by per-pixel
+    counts, the accumulated coverage ``sum_i w_i S_i^T 1``), then ``update_steps`` (0 by
+    default) conjugate-gradient steps towards that least-squares centroid problem.
     A dask array passed to :meth:`fit` is fitted blockwise, the normal operator of each CG
     step being one more blockwise pass; inference methods return dask arrays for dask
     input. See the user guide, "Scaling out".

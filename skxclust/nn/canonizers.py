@@ -2,8 +2,8 @@
 
 :class:`NeuralizingCanonizer` follows zennit's canonizer protocol (``apply`` returns the
 applied instances, each of which has ``register``/``remove``/``copy``), so it can be passed
-to ``zennit.composites.Composite(canonizers=[...])`` — but it does not import zennit and
-works as a plain context manager too.
+to ``zennit.composites.Composite(canonizers=[...])`` — but it does not import zennit, and
+``canonizer.applied(model)`` gives a plain context manager too.
 """
 
 from __future__ import annotations

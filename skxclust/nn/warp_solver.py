@@ -300,9 +300,9 @@ def fit_warps(
     r"""The regularised warp of every centroid onto every sample of a chunk.
 
     Minimises ``||x_b - S(v) mu_k||^2 + penalty_b * v^T G v`` (``G`` =
-    ``model.penalty_gram``) over ``v`` for each pair by Levenberg–Marquardt, starting
-    from the identity; the energy of a pair never rises from one step to the next at one
-    resolution. Memory is O(B * K * P * n_params).
+    ``model.penalty_gram(bending_weight, affine_weight)``) over ``v`` for each pair by
+    Levenberg–Marquardt, starting from the identity; the energy of a pair never rises from
+    one step to the next at one resolution. Memory is O(B * K * P * n_params).
 
     Parameters
     ----------
@@ -318,6 +318,9 @@ def fit_warps(
         Steps on the affine part of the warp first; ignored for
         ``model.transform == "affine"`` and when ``n_steps == 0`` (no warping: the
         identity).
+    bending_weight, affine_weight : float, default=1.0
+        Weights of the TPS bending energy and of the squared affine coefficients in
+        ``G`` (:meth:`~skxclust.nn.WarpModel.penalty_gram`).
     n_candidates : int, optional
         Screening: after the affine steps and ``screen_steps`` full steps, only the
         ``n_candidates`` lowest-energy centroids of each sample are fitted further; the
@@ -339,9 +342,10 @@ def fit_warps(
         the others at full resolution. Warp parameters mean the same at both resolutions.
     coarse_steps : int, default=0
         Full steps on the coarse level (with ``coarse``).
-    appearance : Intensity, optional
-        Let the warped centroid of every pair take its optimal gain and offset too
-        (:mod:`skxclust.nn.appearance`); the energy then includes their penalty.
+    appearance : Appearance, optional
+        Let the warped centroid of every pair take its optimal gain and offset (and
+        thickness, for ``"intensity+thickness"``) too (:mod:`skxclust.nn.appearance`);
+        the energy then includes their penalty.
     shift_search : bool, default=False
         For a 1-D ``model``: start every pair from its best whole-sample translation
         (:func:`~skxclust.nn.shift_search.shift_start`, the global minimum of the
