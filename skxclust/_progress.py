@@ -297,10 +297,12 @@ def track(items: Iterable, *, desc: str, unit: str = "it", sizes: Sequence[float
     ----------
     items : iterable
         With a length (a list, a range).
-    desc, unit, verbose
+    desc, unit
         As in :func:`progress`.
     sizes : sequence of float, default=None
         Units of each item (e.g. rows per block); 1 each when None.
+    verbose
+        As in :func:`progress`.
     min_items : int, default=2
         Fewer items never draw a bar of their own (nothing to show between start and
         end); they still fill an enclosing step.

@@ -297,8 +297,9 @@ def intensity_rows(X: torch.Tensor, gain: torch.Tensor, offset: torch.Tensor,
     Parameters
     ----------
     X : Tensor of shape (N, P)
-    gain, weights : Tensors of shape (N,)
+    gain : Tensor of shape (N,)
     offset : Tensor of shape (N,) or (N, P)
+    weights : Tensor of shape (N,)
 
     Returns
     -------
