@@ -1,28 +1,31 @@
 """Every public callable's numpydoc "Parameters" section names its signature's parameters,
 all of them and in their order (a docstring that documents a parameter the function does
-not have, or lists them in another order, misleads the reader of the API reference)."""
+not have, or lists them in another order, misleads the reader of the API reference); the
+estimators' "Attributes" sections name exactly the attributes a fit sets."""
 
 import importlib
 import inspect
 import pkgutil
 import re
 
+import numpy as np
 import pytest
 
 import skxclust
 import skxclust.nn
+from skxclust import ExplainableKMeans, SpatialTransformerKMeans
 
 PACKAGES = (skxclust, skxclust.nn)
 
 
-def documented_parameters(doc: str | None) -> list[str] | None:
-    """The names of a numpydoc "Parameters" section in order (``a, b : type`` gives two),
+def documented_parameters(doc: str | None, title: str = "Parameters") -> list[str] | None:
+    """The names of a numpydoc section (``title``) in order (``a, b : type`` gives two),
     None where the docstring has no such section."""
     if not doc:
         return None
     lines = inspect.cleandoc(doc).splitlines()
     for i, line in enumerate(lines[:-1]):
-        if line.strip() != "Parameters" or set(lines[i + 1].strip()) != {"-"}:
+        if line.strip() != title or set(lines[i + 1].strip()) != {"-"}:
             continue
         names, indent, body = [], len(line) - len(line.lstrip()), lines[i + 2:]
         for j, entry in enumerate(body):
@@ -124,3 +127,17 @@ def _documented_with_a_name_it_lacks(a, b):
 def test_the_check_sees_a_swapped_order_and_a_name_the_signature_lacks(function):
     assert documented_parameters(function.__doc__) != signature_parameters(function)
     assert documented_parameters("No sections here.") is None
+
+
+@pytest.mark.parametrize("estimator", [
+    ExplainableKMeans(3, random_state=0),
+    SpatialTransformerKMeans(3, n_steps=2, max_iter=1, random_state=0)],
+    ids=["explainable", "spatial"])
+def test_attributes_section_names_exactly_what_fit_sets(estimator):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.random((40, 16)), columns=[f"pixel{i}" for i in range(16)])
+    fitted = estimator.fit(X)  # a DataFrame: feature_names_in_ is set too
+    set_by_fit = {name for name in vars(fitted) if name.endswith("_")
+                  and not name.startswith("_")}
+    assert set(documented_parameters(type(fitted).__doc__, "Attributes")) == set_by_fit
