@@ -244,8 +244,9 @@ def test_machine_info_names_no_host_and_no_path():
 # ------------------------------------------- held-out quality and model selection (issue 12)
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
-    """``--quick`` runs of bench_quality and bench_model_selection (about 20 s), each in its
-    own process as ``python -m benchmarks`` runs them, into a temporary folder."""
+    """``--quick`` runs of bench_quality and bench_model_selection (about 30 s each on 2
+    cores), each in its own process as ``python -m benchmarks`` runs them, into a
+    temporary folder."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("quick_results")
     assert runner.main(["--quick", "--only", "quality,model_selection", "--output-dir",
