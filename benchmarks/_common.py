@@ -12,8 +12,9 @@ and is found by ``python -m benchmarks`` without registering it anywhere. Its JS
 
 The benchmarks run the configuration a user runs: each script imports ``skxclust`` first,
 so the package's own OpenMP spin setting (:mod:`skxclust._openmp`) applies, and none sets
-an OpenMP variable of its own (the caller's ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is
-kept, as ``skxclust`` keeps it). ``benchmarks/omp_wait.py`` is the study of those settings.
+an OpenMP variable of its own in its process (the caller's ``OMP_WAIT_POLICY`` or
+``GOMP_SPINCOUNT`` is kept, as ``skxclust`` keeps it). ``benchmarks/omp_wait.py`` is the
+study of those settings.
 """
 
 from __future__ import annotations

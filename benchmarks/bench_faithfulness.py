@@ -7,7 +7,7 @@ it writes ``benchmarks/results/faithfulness.json`` and, next to it, ``faithfulne
 Each model is fitted on 80 % of the rows (stratified split, ``random_state=0``) and explains
 held-out rows. For each explained sample ``x`` with assigned cluster ``c`` (arg-max of
 ``decision_function``), the features are removed in order of decreasing relevance,
-``--step-fraction`` of them per step (20 steps of 5 % by default), each removed feature
+a ``1 / --n-steps`` share of them per step (20 steps of 5 % by default), each removed feature
 being replaced by its training mean. After each step the cluster evidence
 ``f_c(x_perturbed) = decision_function(x_perturbed)[:, c]`` is divided by the unperturbed
 ``f_c(x)``; the curve is averaged over the explained samples and its area over the

@@ -35,9 +35,10 @@ on more rows gives). Each is recorded as met or missed (:data:`TARGETS`).
 Options
 -------
 ``--datasets``, ``--mnist-rows``, ``--grid-lr`` (restrict the learning rates) and
-``--grid-landmarks``; a run on fewer data sets with the same grid merges into the existing
-JSON. ``--quick`` (``benchmarks/results/quick/model_selection.json``): digits only, 300
-rows, ``n_landmarks`` [4, 9], ``learning_rate`` [0.01], shortened ST fits (:data:`QUICK_ST`).
+``--grid-landmarks``; a run on fewer data sets merges into the existing JSON, whatever
+its grid (each data set records its own grid; the top-level ``grid`` is the last run's).
+``--quick`` (``benchmarks/results/quick/model_selection.json``): digits only, 300 rows,
+``n_landmarks`` [4, 9], ``learning_rate`` [0.01], shortened ST fits (:data:`QUICK_ST`).
 """
 
 from __future__ import annotations

@@ -42,8 +42,9 @@ small random-walk set, untimed (:func:`warm_up`; its seconds are recorded as
 (about 7 s here, not cached), which would otherwise count in the mean of the first set
 measured (Trace: 10.1 s, then 3.4 and 2.5 s in the runs before the warm-up); a user fitting
 more than once pays it once. DTW k-means took 290 s per fit on OSULeaf
-(427 samples) and would take tens of minutes on ACSF1 (1,460): the committed run leaves
-DTW and soft-DTW k-means out on ACSF1 and soft-DTW on OSULeaf. :data:`PUBLISHED` holds the published
+(427 samples) when the peers were first run (38-54 s in the committed run) and far longer
+on ACSF1 (1,460 samples): the committed run leaves DTW and soft-DTW k-means out on ACSF1
+and soft-DTW on OSULeaf. :data:`PUBLISHED` holds the published
 train-test ACC of the eight methods of the KASBA table for these sets (facts copied from
 the CSV above), shown beside the measured ones.
 
