@@ -15,7 +15,8 @@ convergence tests and retiring of restarts are those of the in-memory loop (both
 plain k-means with scikit-learn's rule of :mod:`skxclust._relocation`, the rows taken
 farthest first where scikit-learn takes them in ``np.argpartition``'s order, which only
 matters when several clusters are empty at once), so the same initial centroids give the
-same fit up to the order of floating-point sums.
+same fit up to the order of floating-point sums: for plain k-means, and for ST K-means
+with ``split_merge_moves=0`` (a dask fit makes no moves) and float64 warps.
 
 :func:`fit_blockwise` takes the validated dask array, the weights and the estimator's
 callables (embedding, geometry, seeding, statistics) and returns a
@@ -346,7 +347,8 @@ def fit_blockwise(X, sample_weight: np.ndarray, *, n_clusters: int, embed, make_
     """Blockwise Lloyd passes over a validated dask X (see the module docstring).
 
     Same results as the in-memory fit for the same initial centroids (an ``init`` array,
-    or data of at most :data:`INIT_SAMPLE` rows), up to the order of floating-point sums.
+    or data of at most :data:`INIT_SAMPLE` rows), up to the order of floating-point sums,
+    where the in-memory fit has no refiner (ST K-means: ``split_merge_moves=0``).
 
     Parameters
     ----------

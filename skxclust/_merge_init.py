@@ -137,7 +137,8 @@ def merge_init(X: torch.Tensor, sample_weight: torch.Tensor, generator: torch.Ge
     group = torch.as_tensor(ward_merge(between, weight.cpu().to(torch.float64).numpy(),
                                        n_clusters), device=X.device)
     # Merged centroid = weighted mean of the merged members (Euclidean update step: it
-    # reads no distances: None); a weightless group keeps its first over-segment's centroid.
+    # reads no distances: None); a weightless group is relocated as an empty cluster (the
+    # row farthest from its first over-segment's centroid, which serves only to measure).
     first = {int(g): i for i, g in reversed(list(enumerate(group.tolist())))}
     fallback = centers[[first[k] for k in range(n_clusters)]]
     merged, _ = EuclideanGeometry(geometry.batch_size).update(

@@ -3,7 +3,8 @@
 An estimator states its fit once, in ``_fit_plan(n_features)``: the geometries, the
 embedding, the seeder, an optional refiner and the
 statistics it keeps. ``BaseTorchKMeans`` runs that plan for the in-memory
-fit, ``partial_fit`` and the dask fit alike; it calls no other hook of the estimator's fit.
+fit and ``partial_fit``; the dask fit takes its geometry, embedding, seeder and statistics
+but no refiner or subset (so no split-merge moves).
 """
 
 from __future__ import annotations
@@ -127,12 +128,14 @@ or None, default=None
         else 10).
     refine : callable ``(X, sample_weight, fit, *, geometry, tol, generator, distances) \
 -> LloydFit`` or None, default=None
-        Improves the kept restart ``fit`` (a :class:`~skxclust._lloyd.LloydFit`) of an
+        Improves each restart ``fit`` (a :class:`~skxclust._lloyd.LloydFit`) of an
         in-memory fit, holding its own settings (e.g.
         :class:`~skxclust._split_merge.SplitMerge`); it is given the fit's geometry, its
-        scaled ``tol``, the generator of the first restart and the (n, K) ``distances``
-        of the rows to the centroids of ``fit`` where the Lloyd loop has them (see
-        ``pairwise`` in :func:`skxclust._lloyd.lloyd`), else None. None keeps the fit.
+        scaled ``tol``, the generator that seeded that restart and the (n, K)
+        ``distances`` of the rows to the centroids of ``fit`` where the Lloyd loop has
+        them (see ``pairwise`` in :func:`skxclust._lloyd.lloyd`), else None; the refined
+        restart of lowest inertia is kept (:func:`skxclust._lloyd.best_refined`). None
+        keeps the best restart.
     subsample : int or None, default=None
         Above this many rows, the in-memory fit runs its restarts on a random subset of
         them, then assigns every row to their centroids; None: on every row.

@@ -15,8 +15,10 @@ variable ``SKXCLUST_PROGRESS`` read at import):
 ``False``
     Never.
 
-Bars are opened by the loops of the package: one per Lloyd fit (one unit per iteration)
-and one per row-block pass of inference with more than one block (one unit per row). A
+Bars are opened by the loops of the package: one per Lloyd fit (one unit per iteration),
+one per row-block pass of inference with more than one block (one unit per row), and one
+per warp pass outside both (e.g. the merge initialisation's warped step and the affine
+choice's evidence). A
 loop running inside another's step does not open a second bar: it fills the step of the
 enclosing bar (:func:`progress` and :func:`track` nest), so a fit shows one bar that moves
 within each iteration too. Bars are cleared when their work ends (``leave=False``).

@@ -47,9 +47,9 @@ def resolve_image_shape(image_shape, n_features: int, *,
                         allow_none: bool = True) -> tuple[int, int]:
     """The (H, W) that rows of ``n_features`` values are reshaped to (row-major).
 
-    The one place where image shapes are resolved and validated: the ST K-means fits,
-    its warp models, :mod:`skxclust.plotting` and the generators of
-    :mod:`skxclust.datasets` all call it.
+    The one place where image shapes are resolved and validated: the generators of
+    :mod:`skxclust.datasets` call it, and the ST K-means fits, their explanations and
+    :mod:`skxclust.plotting` call it through :func:`resolve_warp_shape`.
 
     Parameters
     ----------

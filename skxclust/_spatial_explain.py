@@ -10,7 +10,8 @@ centroid* :math:`a_k = S_k \mu_k`, and the deformation-invariant distance is
 
 is exactly the neuralized k-means form with per-sample centroids ``a`` and a constant per
 competitor. NEON applies unchanged: soft-min over competitors, then a root point on each
-decision hyperplane. By default that is the training mean ``reference_`` projected onto
+decision hyperplane. By default that is ``reference_`` (the mean of up to 512 training
+rows) projected onto
 it (the reference rule, :func:`skxclust.nn.reference_rule.neon_reference_relevance`);
 ``reference=None`` takes the midpoint, ``r_ck = m_ck - (o_k - o_c) w_ck / ||w_ck||^2``
 (:func:`skxclust.nn.neon_relevance` with ``offset``). Relevance sums to ``f_c(x)``
@@ -47,12 +48,12 @@ from .nn.warps import warp_adjoint, warp_images
 __all__ = ["WarpExplanationMixin", "warp_attributes", "warp_statistics", "warp_statistics_rows",
            "warp_sums"]
 
-_BETA_SAMPLE = 512  # training rows used to resolve beta="auto"
+_BETA_SAMPLE = 512  # training rows of the statistics: beta="auto", noise, reference_
 
 
 def warp_statistics_rows(n_samples: int) -> np.ndarray:
-    """The training rows ``beta_`` and ``noise_variance_`` are estimated on: up to 512,
-    evenly spaced (each needs a full alignment pass)."""
+    """The training rows ``beta_``, ``noise_variance_`` and ``reference_`` are estimated
+    on: up to 512, evenly spaced (each needs a full alignment pass)."""
     return np.unique(np.linspace(0, n_samples - 1, _BETA_SAMPLE).astype(np.int64))
 
 
@@ -167,7 +168,8 @@ class WarpExplanationMixin:
             An input ``z``: each root point is ``z`` projected onto the pair's decision
             hyperplane, so a pixel's relevance is what setting it to ``z`` would take from
             the evidence (gradient times ``x - z``), plus its share of the evidence ``z``
-            itself keeps. "mean": ``z = reference_``, the mean training row. None: the
+            itself keeps. "mean": ``z = reference_``, the mean of up to 512 evenly spaced
+            training rows. None: the
             midpoint rule (root points between the two centroids of each competing pair;
             the former default). In pixel flipping to the training mean the default
             removes the evidence faster than single-pixel occlusion (user guide: ST

@@ -20,7 +20,9 @@ take part in the arithmetic (block sizes fix the order of floating-point sums, t
 screening size decides where float32 products screen the labels): changing one of them can
 change results.
 
-:func:`torch_threads` is the mechanism; only :func:`pass_threads` and :func:`map_jobs` use it.
+:func:`torch_threads` is the mechanism: :func:`pass_threads` and :func:`map_jobs` use it,
+and so does ``_lloyd.weighted_mean`` (one thread for a sum whose bits must not depend on
+the thread count).
 """
 
 from __future__ import annotations

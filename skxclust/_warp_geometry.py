@@ -144,7 +144,7 @@ class WarpGeometry(Geometry):
         Parameters
         ----------
         X : Tensor of shape (B, P)
-            A chunk of at most ``batch_size`` rows (memory is O(B * K * P)).
+            A chunk of :meth:`map_chunks` (memory is O(B * K * P)).
         centers : Tensor of shape (K, P)
         start : Tensor of shape (B, K, n_basis, ndim), optional
             Warps to continue from (:attr:`warm_steps` steps at full resolution, see

@@ -58,7 +58,7 @@ APPEARANCES = ("intensity", "intensity+thickness")
 
 def thickness_channel(images: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """Half the morphological gradient of each image: ``(max - min) / 2`` over the 3 x 3
-    neighbourhood of every pixel (3 x 1 along a ``1 x n`` signal), edges replicated.
+    neighbourhood of every pixel (1 x 3 along a ``1 x n`` signal), edges replicated.
 
     Parameters
     ----------

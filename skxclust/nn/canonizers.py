@@ -20,7 +20,8 @@ class NeuralizingCanonizer:
 
     While applied, a distance layer with centroids ``mu`` (output: squared distances
     ``(N, K)``) instead outputs the cluster evidence ``f`` of shape ``(N, K)``, computed by a
-    :class:`NeuralizedKMeans` child (hard or LogMeanExp min-pool). The arg-min of the
+    child ``neuralized``: a :class:`~skxclust.nn.NeuralizedKMeans` followed by its pool
+    (hard or LogMeanExp min-pool). The arg-min of the
     distances equals the arg-max of ``f``, so the model's cluster assignment is unchanged.
     ``remove`` restores the original layer exactly.
 

@@ -166,7 +166,8 @@ def graduated_fit_warps(
     samples : Tensor of shape (B, P)
     centroids : Tensor of shape (K, P)
     model : WarpModel
-        Its ``shape`` is the image shape the blur acts on.
+        Its ``input_shape`` is the shape the blur acts on ((H, W), or (C, 1, L): along
+        time only).
     widths : sequence of float
         Gaussian widths in pixels, decreasing, all > 0; empty: no graduation.
     refit_steps : int, default=5

@@ -6,7 +6,8 @@ MSM and KASBA's alignments never do) when :math:`g` increases strictly from one 
 the next. The slopes of :math:`g` are linear in the warp parameters, so the
 Levenberg–Marquardt solver (:func:`~skxclust.nn.warp_solver.levenberg_marquardt`) keeps
 every 1-D warp monotone by :func:`monotone_steps`: a step that would fold the warp is
-shortened to go at most ``keep`` (0.9) of the way to the nearest fold (the
+shortened to go at most ``keep`` (0.9) of the way to where a slope would reach
+``min_slope`` (1e-3), just short of a fold (the
 fraction-to-the-boundary rule of interior-point methods), and is then kept only where it
 lowers the energy, as every step. From a monotone start (the identity, a translation)
 every fitted warp is therefore monotone, and a fit pressed against the constraint still

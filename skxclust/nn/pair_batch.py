@@ -286,7 +286,8 @@ def per_pair_weight(weight, n_samples: int, n_images: int, like: torch.Tensor) -
 
 
 def pair_scale(samples: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
-    """The power of two nearest the largest magnitude of ``samples`` and ``centroids``.
+    """The smallest power of two above the largest magnitude of ``samples`` and
+    ``centroids`` (2.1 -> 4, 4 -> 8, 0.3 -> 0.5).
 
     Dividing both by it changes no rounding (a power of two) but keeps every product of
     the warp fit far from overflow and underflow, whatever the scale of the data (1 for

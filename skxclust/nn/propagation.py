@@ -352,7 +352,10 @@ def lrp_backward(
         by name.
     zero_tol : float, optional
         Relative tolerance under which a Linear / Conv or pool output counts as zero (see
-        :func:`~skxclust.nn.rules.zero_outputs`); None: ``sqrt(eps)`` of the dtype.
+        :func:`~skxclust.nn.rules.zero_outputs`); None: ``sqrt(eps)`` of the dtype. Its
+        relevance is counted as absorbed at zero. The rules keep their own test at
+        ``sqrt(eps)`` (an output they would divide by about ``eps``): with a smaller
+        ``zero_tol`` such an output's relevance is absorbed by the rule instead.
 
     Returns
     -------

@@ -44,7 +44,7 @@ def coarse_shape(shape: tuple[int, ...], min_side: int = MIN_COARSE_SIDE
 
     Returns
     -------
-    (h, w) or None
+    (h, w), (C, 1, l) or None
 
     Examples
     --------

@@ -155,7 +155,8 @@ def value_extremes(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def column_variance(X: torch.Tensor) -> torch.Tensor:
-    """Variance of every column over the rows (biased), shape (D,), in float64."""
+    """Variance of every column over the rows (biased), shape (D,): float64 for a sparse
+    X, the dtype of X for a dense one."""
     if not is_sparse(X):
         return X.var(dim=0, unbiased=False)
     n = X.shape[0]

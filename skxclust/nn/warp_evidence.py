@@ -41,9 +41,9 @@ def warp_log_volume(
     r"""``log det(J^T J + lambda G) - log det(lambda G)`` of each fitted pair (Occam factor).
 
     With Gaussian pixel noise of variance :math:`\sigma^2` and the Gaussian warp prior
-    whose precision is :math:`\lambda G / \sigma^2`, the energy of :func:`fit_warps` is
-    :math:`2\sigma^2` times the negative log posterior, and the Laplace approximation of
-    the evidence of a sample is
+    whose precision is :math:`\lambda G / \sigma^2`, the energy of
+    :func:`~skxclust.nn.warp_solver.fit_warps` is :math:`2\sigma^2` times the negative log
+    posterior, and the Laplace approximation of the evidence of a sample is
 
     .. math::  \log p(x) \approx -\frac{E(v^*)}{2\sigma^2} - \frac12\,\mathrm{this}
                - \frac P2 \log(2\pi\sigma^2).
@@ -64,8 +64,8 @@ def warp_log_volume(
         The image warped onto each sample (e.g. ``centroids[labels]``).
     model : WarpModel
     params : Tensor of shape (N, n_basis, D)
-        The fitted warps (from :func:`fit_warps`).
-    penalty, bending_weight, affine_weight : see :func:`fit_warps`.
+        The fitted warps (from :func:`~skxclust.nn.warp_solver.fit_warps`).
+    penalty, bending_weight, affine_weight : see :func:`~skxclust.nn.warp_solver.fit_warps`.
     appearance : Appearance, optional
         The appearance coefficients and offset of every pair are parameters too: their
         volume (with their prior, and their coupling with the warp) is included.

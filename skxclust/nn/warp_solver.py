@@ -302,7 +302,8 @@ def fit_warps(
     Minimises ``||x_b - S(v) mu_k||^2 + penalty_b * v^T G v`` (``G`` =
     ``model.penalty_gram(bending_weight, affine_weight)``) over ``v`` for each pair by
     Levenberg–Marquardt, starting from the identity; the energy of a pair never rises from
-    one step to the next at one resolution. Memory is O(B * K * P * n_params).
+    one step to the next at one resolution. Memory is O(B * K * (P + n_params ** 2)) (no
+    per-pair Jacobian is formed: the normal equations come from per-pixel slopes).
 
     Parameters
     ----------
