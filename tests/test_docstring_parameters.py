@@ -18,9 +18,9 @@ from skxclust import ExplainableKMeans, SpatialTransformerKMeans
 PACKAGES = (skxclust, skxclust.nn)
 
 
-def documented_parameters(doc: str | None, title: str = "Parameters") -> list[str] | None:
-    """The names of a numpydoc section (``title``) in order (``a, b : type`` gives two),
-    None where the docstring has no such section."""
+def section_names(doc: str | None, title: str = "Parameters") -> list[str] | None:
+    """The names a numpydoc section (``title``: "Parameters", "Attributes") lists, in
+    order (``a, b : type`` gives two); None where the docstring has no such section."""
     if not doc:
         return None
     lines = inspect.cleandoc(doc).splitlines()
@@ -72,7 +72,7 @@ def public_callables():
                 entries.append((f"{getattr(obj, '__module__', module.__name__)}.{name}",
                                 obj, obj.__doc__))
             for qualified, function, doc in entries:
-                if qualified not in seen and documented_parameters(doc) is not None:
+                if qualified not in seen and section_names(doc) is not None:
                     seen.add(qualified)
                     yield qualified, function, doc
 
@@ -82,7 +82,7 @@ CASES = sorted(public_callables(), key=lambda case: case[0])
 
 @pytest.mark.parametrize("qualified, function, doc", CASES, ids=[c[0] for c in CASES])
 def test_parameters_section_lists_the_signature_in_order(qualified, function, doc):
-    assert documented_parameters(doc) == signature_parameters(function)
+    assert section_names(doc) == signature_parameters(function)
 
 
 @pytest.mark.parametrize("name", [
@@ -125,8 +125,8 @@ def _documented_with_a_name_it_lacks(a, b):
 @pytest.mark.parametrize("function", [_documented_in_another_order,
                                       _documented_with_a_name_it_lacks])
 def test_the_check_sees_a_swapped_order_and_a_name_the_signature_lacks(function):
-    assert documented_parameters(function.__doc__) != signature_parameters(function)
-    assert documented_parameters("No sections here.") is None
+    assert section_names(function.__doc__) != signature_parameters(function)
+    assert section_names("No sections here.") is None
 
 
 @pytest.mark.parametrize("estimator", [
@@ -140,4 +140,4 @@ def test_attributes_section_names_exactly_what_fit_sets(estimator):
     fitted = estimator.fit(X)  # a DataFrame: feature_names_in_ is set too
     set_by_fit = {name for name in vars(fitted) if name.endswith("_")
                   and not name.startswith("_")}
-    assert set(documented_parameters(type(fitted).__doc__, "Attributes")) == set_by_fit
+    assert set(section_names(type(fitted).__doc__, "Attributes")) == set_by_fit
